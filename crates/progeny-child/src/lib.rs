@@ -1,1 +1,391 @@
-//! placeholder
+//! The plan executor: the only progeny code that runs in a child between `clone` and `execve`.
+//!
+//! # The child contract
+//! Everything in this crate runs in the cloned child: async-signal-safe, no allocation, no locks.
+//!
+//! The child created with `CLONE_VM|CLONE_VFORK` shares every byte of memory with its parent,
+//! whose calling thread is suspended while the other threads run on. Anything that takes a lock
+//! (malloc, stdio, the dynamic loader), writes thread-local state (`errno`), or unwinds could
+//! deadlock or corrupt the parent. So this crate is `no_std` without `alloc`, which makes an
+//! allocation impossible to write; it calls only the raw system calls of `progeny-sys`, which return
+//! `-errno` instead of touching `errno`; and its lints forbid indexing, `unwrap`, arithmetic that can
+//! overflow and every other panic path. The parent prepares everything (C strings, pointer arrays,
+//! descriptor moves, ranges to close) into a [`Plan`] first; the child only walks it.
+//! (Go's `forkAndExecInChild1` states the same rule at its top: no allocation after this point.)
+//!
+//! The first failure is reported as a [`Failure`] `{step, errno, index}`; the entry points write it
+//! where the parent reads it (shared memory for `CLONE_VM`, a pipe after `fork`) and exit with 127.
+#![no_std]
+#![allow(unsafe_code)]
+#![deny(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::unreachable,
+    clippy::todo
+)]
+
+use core::ffi::{c_char, c_int, c_void};
+use progeny_sys as sys;
+use progeny_sys::{Errno, KernelSigaction, KernelSigset};
+
+/// The step of child setup that failed, reported to the parent with the errno.
+#[repr(u32)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Resetting a signal disposition (`rt_sigaction`).
+    SignalDisposition = 1,
+    /// Setting the child's signal mask (`rt_sigprocmask`).
+    SignalMask = 2,
+    /// Moving a descriptor out of the way before the mapping (`fcntl(F_DUPFD_CLOEXEC)`).
+    /// `index` is the mapping.
+    FdRelocate = 3,
+    /// Placing a descriptor at its number in the child (`dup3` or `fcntl(F_SETFD)`).
+    /// `index` is the mapping.
+    FdMap = 4,
+    /// Closing the descriptors the child must not inherit (`close_range`).
+    CloseOtherFds = 5,
+    /// `setgroups`.
+    SetGroups = 6,
+    /// `setgid`.
+    SetGid = 7,
+    /// `setuid`.
+    SetUid = 8,
+    /// `chdir`.
+    Chdir = 9,
+    /// `setpgid`.
+    SetPgid = 10,
+    /// `setsid`.
+    SetSid = 11,
+    /// `execve`. `index` is the program candidate whose error is reported.
+    Exec = 12,
+}
+
+impl Step {
+    /// Decodes a step written by [`Failure::encode`]; `None` for an unknown value.
+    pub fn from_u32(v: u32) -> Option<Step> {
+        Some(match v {
+            1 => Step::SignalDisposition,
+            2 => Step::SignalMask,
+            3 => Step::FdRelocate,
+            4 => Step::FdMap,
+            5 => Step::CloseOtherFds,
+            6 => Step::SetGroups,
+            7 => Step::SetGid,
+            8 => Step::SetUid,
+            9 => Step::Chdir,
+            10 => Step::SetPgid,
+            11 => Step::SetSid,
+            12 => Step::Exec,
+            _ => return None,
+        })
+    }
+}
+
+/// The first failure in the child: which step, which errno, and which item of that step.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct Failure {
+    /// A [`Step`] as `u32`; 0 means "no failure".
+    pub step: u32,
+    /// The positive errno.
+    pub errno: i32,
+    /// Which mapping, candidate or signal the step was working on.
+    pub index: u32,
+}
+
+impl Failure {
+    /// The size of a failure on the wire (used by the fork backend's report pipe).
+    pub const WIRE_SIZE: usize = 12;
+
+    fn new(step: Step, errno: Errno, index: usize) -> Failure {
+        Failure {
+            step: step as u32,
+            errno: errno.raw(),
+            index: index as u32,
+        }
+    }
+
+    /// The bytes written into the report pipe.
+    pub fn encode(&self) -> [u8; 12] {
+        let s = self.step.to_ne_bytes();
+        let e = self.errno.to_ne_bytes();
+        let i = self.index.to_ne_bytes();
+        [
+            s[0], s[1], s[2], s[3], e[0], e[1], e[2], e[3], i[0], i[1], i[2], i[3],
+        ]
+    }
+
+    /// Decodes the bytes of [`Failure::encode`].
+    pub fn decode(b: [u8; 12]) -> Failure {
+        Failure {
+            step: u32::from_ne_bytes([b[0], b[1], b[2], b[3]]),
+            errno: i32::from_ne_bytes([b[4], b[5], b[6], b[7]]),
+            index: u32::from_ne_bytes([b[8], b[9], b[10], b[11]]),
+        }
+    }
+}
+
+/// One descriptor placement: `src` (open in the parent, inherited by the child) becomes `dst`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct FdMap {
+    /// The descriptor as the parent holds it.
+    pub src: c_int,
+    /// The number the child's program sees.
+    pub dst: c_int,
+    /// `src` is the `dst` of another mapping, so it must be moved above every `dst` before any
+    /// mapping is placed (this is what makes swaps such as 3→4 with 4→3 work).
+    pub relocate: bool,
+    /// Where the child keeps the relocated copy: scratch space in the plan, so the child needs no
+    /// memory of its own (the parent sets it to -1).
+    pub moved: c_int,
+}
+
+/// What happens to signal dispositions in the child.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SignalReset {
+    /// The kernel already reset caught signals (`CLONE_CLEAR_SIGHAND`): only `SIGPIPE` is left.
+    SigpipeOnly,
+    /// Walk every signal: caught ones go to `SIG_DFL`, ignored ones stay ignored (as std does),
+    /// except `SIGPIPE`, which is reset too.
+    AllCaught,
+}
+
+/// Everything the child needs, prepared by the parent. The child only reads it, except for the
+/// `moved` scratch field of relocated [`FdMap`]s and the report slot.
+pub struct Plan<'a> {
+    /// Paths to try with `execve`, in order (a single one when the program has a slash).
+    pub candidates: &'a [*const c_char],
+    /// NULL-terminated `argv`.
+    pub argv: *const *const c_char,
+    /// NULL-terminated `envp`.
+    pub envp: *const *const c_char,
+    /// Directory to change into, or null.
+    pub cwd: *const c_char,
+    /// Descriptor placements.
+    pub fds: &'a mut [FdMap],
+    /// The lowest number a relocated descriptor may take (above every `dst`).
+    pub relocate_floor: c_int,
+    /// Inclusive ranges of descriptors to close after the placements (gaps between kept ones).
+    pub close_ranges: &'a [(u32, u32)],
+    /// Supplementary groups to set, or `None` to leave them.
+    pub groups: Option<&'a [u32]>,
+    /// Drop all supplementary groups before `setuid`, ignoring `EPERM` (std's rule when a uid
+    /// is set without explicit groups).
+    pub drop_groups_for_uid: bool,
+    /// Group id to set.
+    pub gid: Option<u32>,
+    /// User id to set.
+    pub uid: Option<u32>,
+    /// Start a new session.
+    pub setsid: bool,
+    /// Process group to join (0 = a new group led by the child).
+    pub pgroup: Option<i32>,
+    /// How signal dispositions are reset.
+    pub signal_reset: SignalReset,
+    /// The signal mask the program starts with.
+    pub sigmask: KernelSigset,
+}
+
+/// Runs the plan up to `execve`; returns only on failure, with the first failure.
+///
+/// Runs in the cloned child: async-signal-safe, no allocation, no locks.
+pub fn execute(plan: &mut Plan<'_>) -> Failure {
+    match setup(plan) {
+        Ok(()) => exec(plan),
+        Err(f) => f,
+    }
+}
+
+/// Everything before `execve`, in std's order: descriptors, ids, directory, process group, signals.
+///
+/// Runs in the cloned child: async-signal-safe, no allocation, no locks.
+fn setup(plan: &mut Plan<'_>) -> Result<(), Failure> {
+    place_fds(plan.fds, plan.relocate_floor)?;
+    for &(first, last) in plan.close_ranges {
+        close_other_fds(first, last).map_err(|e| Failure::new(Step::CloseOtherFds, e, 0))?;
+    }
+    if plan.setsid {
+        sys::setsid().map_err(|e| Failure::new(Step::SetSid, e, 0))?;
+    }
+    if let Some(groups) = plan.groups {
+        sys::setgroups(groups).map_err(|e| Failure::new(Step::SetGroups, e, 0))?;
+    } else if plan.drop_groups_for_uid {
+        match sys::setgroups(&[]) {
+            Ok(()) | Err(Errno::PERM) => {}
+            Err(e) => return Err(Failure::new(Step::SetGroups, e, 0)),
+        }
+    }
+    if let Some(gid) = plan.gid {
+        sys::setgid(gid).map_err(|e| Failure::new(Step::SetGid, e, 0))?;
+    }
+    if let Some(uid) = plan.uid {
+        sys::setuid(uid).map_err(|e| Failure::new(Step::SetUid, e, 0))?;
+    }
+    if !plan.cwd.is_null() {
+        // SAFETY: the parent built `cwd` as a NUL-terminated C string that outlives the child.
+        unsafe { sys::chdir(plan.cwd) }.map_err(|e| Failure::new(Step::Chdir, e, 0))?;
+    }
+    if let Some(pgid) = plan.pgroup {
+        sys::setpgid(0, pgid).map_err(|e| Failure::new(Step::SetPgid, e, 0))?;
+    }
+    reset_signals(plan.signal_reset)?;
+    sys::rt_sigprocmask(libc::SIG_SETMASK, Some(&plan.sigmask), None)
+        .map_err(|e| Failure::new(Step::SignalMask, e, 0))
+}
+
+/// Places every descriptor at its number, in two passes so that overlaps cannot clobber a source.
+///
+/// Runs in the cloned child: async-signal-safe, no allocation, no locks.
+fn place_fds(fds: &mut [FdMap], floor: c_int) -> Result<(), Failure> {
+    // Pass 1: move every source that is also some mapping's destination above all destinations.
+    // The copy is close-on-exec: only the placed descriptors of pass 2 survive exec.
+    for (i, m) in fds.iter_mut().enumerate() {
+        if m.relocate {
+            m.moved = sys::fcntl_int(m.src, libc::F_DUPFD_CLOEXEC, floor)
+                .map_err(|e| Failure::new(Step::FdRelocate, e, i))?;
+        }
+    }
+    // Pass 2: place. dup3 gives a descriptor without FD_CLOEXEC; when the source already has the
+    // right number, dup3 would fail with EINVAL, so clear FD_CLOEXEC on it instead.
+    for (i, m) in fds.iter().enumerate() {
+        let src = if m.relocate { m.moved } else { m.src };
+        let placed = if src == m.dst {
+            sys::fcntl_int(m.dst, libc::F_SETFD, 0)
+        } else {
+            sys::dup3(src, m.dst, 0)
+        };
+        placed.map_err(|e| Failure::new(Step::FdMap, e, i))?;
+    }
+    Ok(())
+}
+
+/// Closes `first..=last`, with `close_range` or, on kernels before 5.9, one `close` at a time up to
+/// the highest descriptor the process may hold.
+///
+/// Runs in the cloned child: async-signal-safe, no allocation, no locks.
+fn close_other_fds(first: u32, last: u32) -> Result<(), Errno> {
+    match sys::close_range(first, last, 0) {
+        Err(Errno::NOSYS) => {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: prlimit64(0, RLIMIT_NOFILE, NULL, &limit) only writes `limit`.
+            unsafe {
+                sys::syscall6(
+                    libc::SYS_prlimit64,
+                    [
+                        0,
+                        libc::RLIMIT_NOFILE as usize,
+                        0,
+                        &mut limit as *mut libc::rlimit as usize,
+                        0,
+                        0,
+                    ],
+                )
+            }?;
+            let top = core::cmp::min(u64::from(last), limit.rlim_cur.saturating_sub(1));
+            let mut fd = u64::from(first);
+            while fd <= top {
+                let _ = sys::close(fd as c_int);
+                fd = fd.saturating_add(1);
+            }
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// Resets caught signals to `SIG_DFL` and `SIGPIPE` to `SIG_DFL`; ignored signals stay ignored.
+///
+/// A handler inherited from the parent would run parent code on the child's stack in shared
+/// memory; once the program is exec'ed the kernel resets caught signals anyway, but until then
+/// the parent has all signals blocked, which this child inherited, so nothing can run in between.
+///
+/// Runs in the cloned child: async-signal-safe, no allocation, no locks.
+fn reset_signals(mode: SignalReset) -> Result<(), Failure> {
+    let default = KernelSigaction::default();
+    if mode == SignalReset::AllCaught {
+        for sig in 1..=sys::NSIG {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            let mut old = KernelSigaction::default();
+            sys::rt_sigaction(sig, None, Some(&mut old))
+                .map_err(|e| Failure::new(Step::SignalDisposition, e, sig as usize))?;
+            if old.handler != sys::SIG_DFL && old.handler != sys::SIG_IGN {
+                sys::rt_sigaction(sig, Some(&default), None)
+                    .map_err(|e| Failure::new(Step::SignalDisposition, e, sig as usize))?;
+            }
+        }
+    }
+    sys::rt_sigaction(libc::SIGPIPE, Some(&default), None)
+        .map_err(|e| Failure::new(Step::SignalDisposition, e, libc::SIGPIPE as usize))
+}
+
+/// Tries every candidate with `execve`, following execvp's rules: a candidate that does not exist
+/// (or whose directory does not) moves on to the next; `EACCES` is remembered and the search goes on,
+/// then reported if nothing else worked; any other error stops the search. There is no `/bin/sh`
+/// retry for `ENOEXEC`.
+///
+/// Runs in the cloned child: async-signal-safe, no allocation, no locks.
+fn exec(plan: &Plan<'_>) -> Failure {
+    let mut last = Failure::new(Step::Exec, Errno::NOENT, 0);
+    let mut denied: Option<Failure> = None;
+    for (i, &path) in plan.candidates.iter().enumerate() {
+        // SAFETY: the parent built each candidate as a NUL-terminated string and argv/envp as
+        // NULL-terminated arrays of them, all alive until the child has exec'ed or exited.
+        let err = unsafe { sys::execve(path, plan.argv, plan.envp) };
+        let failure = Failure::new(Step::Exec, err, i);
+        match err.raw() {
+            libc::EACCES => {
+                if denied.is_none() {
+                    denied = Some(failure);
+                }
+            }
+            libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+            _ => return failure,
+        }
+        last = failure;
+    }
+    denied.unwrap_or(last)
+}
+
+/// The child side of a `CLONE_VM` spawn: the argument points to a [`SharedChild`].
+///
+/// Runs in the cloned child: async-signal-safe, no allocation, no locks.
+///
+/// # Safety
+/// `arg` must point to a live [`SharedChild`] that no one else touches until the child has exec'ed
+/// or exited (with `CLONE_VFORK` the parent's thread is suspended for exactly that long).
+pub unsafe extern "C" fn child_main_shared(arg: *mut c_void) -> c_int {
+    // SAFETY: the caller guarantees `arg` is a SharedChild exclusively ours for now.
+    let shared = unsafe { &mut *(arg as *mut SharedChild<'_, '_>) };
+    let failure = execute(shared.plan);
+    // SAFETY: `report` points into the parent's stack frame, which is alive and not read until
+    // the child is gone; a volatile write keeps the compiler from dropping a store it cannot see read.
+    unsafe { core::ptr::write_volatile(shared.report, failure) };
+    127
+}
+
+/// What a `CLONE_VM` child receives: the plan and where to write a failure.
+pub struct SharedChild<'p, 'a> {
+    /// The plan to execute.
+    pub plan: &'p mut Plan<'a>,
+    /// Where the child writes its failure (the parent zeroes it first).
+    pub report: *mut Failure,
+}
+
+/// The child side of a `fork` spawn: runs the plan, writes a failure into `report_fd`, exits 127.
+///
+/// Runs in the forked child: async-signal-safe, no allocation, no locks.
+pub fn child_main_forked(plan: &mut Plan<'_>, report_fd: c_int) -> ! {
+    let failure = execute(plan);
+    let bytes = failure.encode();
+    // A 12-byte write to a pipe is atomic; if it fails the parent sees EOF and a 127 exit.
+    let _ = sys::write(report_fd, &bytes);
+    sys::exit_group(127)
+}

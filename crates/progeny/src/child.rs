@@ -1,0 +1,349 @@
+//! `Child`: a running or exited child process, waited on and signalled through its pidfd.
+#![allow(unsafe_code)]
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus, Output};
+use std::time::{Duration, Instant};
+
+use progeny_sys as sys;
+
+use crate::plan::ParentPipes;
+
+/// A child process, as std's `std::process::Child`, with a pidfd behind it.
+///
+/// The pidfd makes waiting and signalling exact: [`signal`](Child::signal) can never hit another
+/// process that reused the pid, and [`wait_timeout`](Child::wait_timeout) sleeps in `poll` on the
+/// pidfd instead of polling in a loop.
+///
+/// As with std, dropping a `Child` neither kills nor waits for the process: call
+/// [`wait`](Child::wait) (or one of its relatives) to reap it.
+#[derive(Debug)]
+pub struct Child {
+    /// The parent's end of the child's stdin, when it was [`piped`](crate::Stdio::piped).
+    pub stdin: Option<ChildStdin>,
+    /// The parent's end of the child's stdout, when it was piped.
+    pub stdout: Option<ChildStdout>,
+    /// The parent's end of the child's stderr, when it was piped.
+    pub stderr: Option<ChildStderr>,
+    pid: u32,
+    pidfd: Option<OwnedFd>,
+    status: Option<ExitStatus>,
+}
+
+impl Child {
+    pub(crate) fn new(pid: u32, pidfd: Option<OwnedFd>, pipes: ParentPipes) -> Child {
+        Child {
+            stdin: pipes.stdin.map(ChildStdin::from),
+            stdout: pipes.stdout.map(ChildStdout::from),
+            stderr: pipes.stderr.map(ChildStderr::from),
+            pid,
+            pidfd,
+            status: None,
+        }
+    }
+
+    /// The child's process id (as std's `id`).
+    pub fn id(&self) -> u32 {
+        self.pid
+    }
+
+    /// The child's process id as a signed `pid_t`.
+    pub fn pid(&self) -> i32 {
+        self.pid as i32
+    }
+
+    /// The child's pidfd, for `poll`/`epoll` or `pidfd_*` calls.
+    ///
+    /// # Errors
+    /// `Unsupported` when the kernel gave none (before Linux 5.3).
+    pub fn pidfd(&self) -> io::Result<BorrowedFd<'_>> {
+        self.pidfd
+            .as_ref()
+            .map(|fd| fd.as_fd())
+            .ok_or_else(|| crate::error::unsupported("this kernel has no pidfd"))
+    }
+
+    /// Sends `SIGKILL` to the child (as std's `kill`). If the child was already reaped, this
+    /// returns `Ok(())`, as std does.
+    pub fn kill(&mut self) -> io::Result<()> {
+        if self.status.is_some() {
+            return Ok(());
+        }
+        self.signal(libc::SIGKILL)
+    }
+
+    /// Sends `sig` to the child with `pidfd_send_signal`, so that a recycled pid can never be hit.
+    ///
+    /// # Errors
+    /// `ESRCH` (kind `NotFound`... as the OS maps it) once the child has been reaped by this
+    /// handle; the kernel's error otherwise (`EINVAL` for a bad signal number).
+    ///
+    /// # References
+    /// - [`pidfd_send_signal(2)`](https://man7.org/linux/man-pages/man2/pidfd_send_signal.2.html)
+    pub fn signal(&mut self, sig: i32) -> io::Result<()> {
+        if self.status.is_some() {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        match &self.pidfd {
+            Some(fd) => sys::pidfd_send_signal(fd.as_raw_fd(), sig)
+                .map_err(|e| io::Error::from_raw_os_error(e.raw())),
+            None => {
+                // Without a pidfd, kill(pid) is still exact: the child is not reaped, so its
+                // pid cannot have been given to anyone else.
+                // SAFETY: kill takes plain integers.
+                if unsafe { libc::kill(self.pid as i32, sig) } == 0 {
+                    Ok(())
+                } else {
+                    Err(io::Error::last_os_error())
+                }
+            }
+        }
+    }
+
+    /// Waits for the child to exit and reaps it. Closes the child's stdin first, as std does, so
+    /// a child reading it sees EOF.
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        drop(self.stdin.take());
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        loop {
+            match self.waitid(0) {
+                Ok(Some(status)) => return Ok(status),
+                Ok(None) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Reaps the child if it has exited, without blocking.
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if let Some(status) = self.status {
+            return Ok(Some(status));
+        }
+        self.waitid(libc::WNOHANG)
+    }
+
+    /// Waits at most `timeout` for the child to exit; `Ok(None)` if it is still running.
+    ///
+    /// Sleeps in `poll` on the pidfd (which becomes readable when the child exits), so it wakes
+    /// the moment the child is done and burns no CPU meanwhile.
+    ///
+    /// # Errors
+    /// `Unsupported` without a pidfd.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> io::Result<Option<ExitStatus>> {
+        if let Some(status) = self.status {
+            return Ok(Some(status));
+        }
+        let fd = self.pidfd()?.as_raw_fd();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            // Round up so a sub-millisecond remainder still sleeps rather than spins.
+            let ms = left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            let ret = unsafe { libc::poll(&mut pfd, 1, ms) };
+            if ret < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(err);
+            }
+            if ret > 0 {
+                return self.try_wait();
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Waits for the child and collects all of its stdout and stderr (as std's
+    /// `wait_with_output`). Both pipes are drained by one poll loop, so no deadlock.
+    pub fn wait_with_output(self) -> io::Result<Output> {
+        self.communicate(&[])
+    }
+
+    /// Writes `input` to the child's stdin while reading its stdout and stderr, then closes
+    /// stdin, waits, and returns everything.
+    ///
+    /// One poll loop serves the three pipes, so a child that writes megabytes before it reads its
+    /// input cannot deadlock against us. If the child exits or closes stdin before taking all of
+    /// `input`, the rest is dropped (as Python's `communicate` does) and the output is still
+    /// returned.
+    ///
+    /// # Errors
+    /// `InvalidInput` when `input` is not empty but stdin was not piped; I/O errors of the pipes.
+    pub fn communicate(mut self, input: &[u8]) -> io::Result<Output> {
+        let stdin = self.stdin.take();
+        if stdin.is_none() && !input.is_empty() {
+            return Err(crate::error::invalid_input(
+                "communicate: input given but the child's stdin is not piped",
+            ));
+        }
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        pump(
+            stdin,
+            input,
+            self.stdout.take(),
+            &mut out,
+            self.stderr.take(),
+            &mut err,
+        )?;
+        let status = self.wait()?;
+        Ok(Output {
+            status,
+            stdout: out,
+            stderr: err,
+        })
+    }
+
+    /// `waitid(P_PIDFD, ...)`, or `P_PID` without a pidfd; caches the status once reaped.
+    ///
+    /// # References
+    /// - [`waitid(2)`](https://man7.org/linux/man-pages/man2/waitid.2.html)
+    fn waitid(&mut self, flags: i32) -> io::Result<Option<ExitStatus>> {
+        // SAFETY: an all-zero siginfo_t is a valid out-parameter; si_pid stays 0 when WNOHANG
+        // finds nothing.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let (idtype, id) = match &self.pidfd {
+            Some(fd) => (libc::P_PIDFD, fd.as_raw_fd() as libc::id_t),
+            None => (libc::P_PID, self.pid as libc::id_t),
+        };
+        // SAFETY: waitid writes only `info`.
+        if unsafe { libc::waitid(idtype, id, &mut info, libc::WEXITED | flags) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: after a successful waitid these union fields are the ones the kernel filled.
+        let (pid, code, status) = unsafe { (info.si_pid(), info.si_code, info.si_status()) };
+        if pid == 0 {
+            return Ok(None);
+        }
+        let raw = match code {
+            libc::CLD_EXITED => (status & 0xff) << 8,
+            libc::CLD_KILLED => status & 0x7f,
+            libc::CLD_DUMPED => (status & 0x7f) | 0x80,
+            _ => status,
+        };
+        let status = ExitStatus::from_raw(raw);
+        self.status = Some(status);
+        Ok(Some(status))
+    }
+}
+
+/// Writes `input` into `stdin` while draining `stdout` and `stderr`, with one `poll` loop.
+fn pump(
+    stdin: Option<ChildStdin>,
+    input: &[u8],
+    stdout: Option<ChildStdout>,
+    out: &mut Vec<u8>,
+    stderr: Option<ChildStderr>,
+    err: &mut Vec<u8>,
+) -> io::Result<()> {
+    let mut stdin = match stdin {
+        Some(s) if !input.is_empty() => {
+            set_nonblocking(s.as_raw_fd())?;
+            Some(s)
+        }
+        // Nothing to write: closing stdin now gives the child EOF at once.
+        _ => None,
+    };
+    let mut stdout = stdout;
+    let mut stderr = stderr;
+    let mut written = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    while stdin.is_some() || stdout.is_some() || stderr.is_some() {
+        let mut fds: [libc::pollfd; 3] = [libc::pollfd {
+            fd: -1,
+            events: 0,
+            revents: 0,
+        }; 3];
+        if let Some(s) = &stdin {
+            fds[0] = libc::pollfd {
+                fd: s.as_raw_fd(),
+                events: libc::POLLOUT,
+                revents: 0,
+            };
+        }
+        if let Some(s) = &stdout {
+            fds[1] = libc::pollfd {
+                fd: s.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+        }
+        if let Some(s) = &stderr {
+            fds[2] = libc::pollfd {
+                fd: s.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+        }
+        // SAFETY: three valid pollfd entries; negative fds are ignored by poll.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 3, -1) } < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if fds[0].revents != 0 {
+            if let Some(s) = stdin.as_mut() {
+                match s.write(&input[written..]) {
+                    Ok(n) => written += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // The child closed its end or exited: the rest of the input has no reader.
+                    Err(e) if e.kind() == io::ErrorKind::BrokenPipe => written = input.len(),
+                    Err(e) => return Err(e),
+                }
+                if written == input.len() {
+                    stdin = None;
+                }
+            }
+        }
+        if fds[1].revents != 0 && drain(&mut stdout, &mut buf, out)? {
+            stdout = None;
+        }
+        if fds[2].revents != 0 && drain(&mut stderr, &mut buf, err)? {
+            stderr = None;
+        }
+    }
+    Ok(())
+}
+
+/// Reads what is available from a readable pipe; `true` at EOF.
+fn drain<R: Read>(pipe: &mut Option<R>, buf: &mut [u8], into: &mut Vec<u8>) -> io::Result<bool> {
+    let Some(p) = pipe.as_mut() else {
+        return Ok(true);
+    };
+    match p.read(buf) {
+        Ok(0) => Ok(true),
+        Ok(n) => {
+            into.extend_from_slice(&buf[..n]);
+            Ok(false)
+        }
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own, with integer arguments.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

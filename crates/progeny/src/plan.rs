@@ -1,0 +1,447 @@
+//! The parent side: turns a [`Command`] into the frozen data the child executes.
+//!
+//! Here we may allocate, format and fail loudly. Everything the child will need is built now:
+//! C strings in two contiguous blocks (argv and envp), the list of `execve` candidates from the
+//! `PATH` search, the descriptor placements with their overlap analysis, and the gaps to close.
+
+use std::ffi::{c_char, OsStr, OsString};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+use progeny_child::{FdMap, Plan, SignalReset};
+
+use crate::command::{check_nul, Command, StdioDefault};
+use crate::error::invalid_input;
+use crate::stdio::StdioKind;
+
+/// `execvp`'s search path when `PATH` is not set at all.
+const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
+
+/// NUL-terminated strings packed in one buffer, with a NULL-terminated pointer array over them.
+pub(crate) struct CStrBlock {
+    bytes: Vec<u8>,
+    starts: Vec<usize>,
+    pointers: Vec<*const c_char>,
+}
+
+impl CStrBlock {
+    fn with_capacity(strings: usize, bytes: usize) -> CStrBlock {
+        CStrBlock {
+            bytes: Vec::with_capacity(bytes),
+            starts: Vec::with_capacity(strings),
+            pointers: Vec::new(),
+        }
+    }
+
+    /// Appends the concatenation of `parts` as one string. The caller has checked for NULs.
+    fn push(&mut self, parts: &[&[u8]]) {
+        self.starts.push(self.bytes.len());
+        for part in parts {
+            self.bytes.extend_from_slice(part);
+        }
+        self.bytes.push(0);
+    }
+
+    /// Builds the pointer array; the block must not grow afterwards.
+    fn seal(&mut self) {
+        let base = self.bytes.as_ptr();
+        self.pointers = self
+            .starts
+            .iter()
+            // `start` is within `bytes`, so the pointer stays inside the allocation.
+            .map(|&start| base.wrapping_add(start) as *const c_char)
+            .collect();
+        self.pointers.push(std::ptr::null());
+    }
+
+    /// The string at `i`, without its NUL (for error messages).
+    pub(crate) fn get(&self, i: usize) -> Option<&OsStr> {
+        let start = *self.starts.get(i)?;
+        let end = self.starts.get(i + 1).map_or(self.bytes.len(), |&s| s) - 1;
+        self.bytes.get(start..end).map(OsStr::from_bytes)
+    }
+
+    /// The NULL-terminated pointer array.
+    pub(crate) fn as_ptr(&self) -> *const *const c_char {
+        self.pointers.as_ptr()
+    }
+
+    /// The pointers without the terminating NULL.
+    fn entries(&self) -> &[*const c_char] {
+        &self.pointers[..self.pointers.len() - 1]
+    }
+}
+
+/// The parent's ends of the pipes made for `Stdio::piped()`.
+#[derive(Default)]
+pub(crate) struct ParentPipes {
+    pub(crate) stdin: Option<OwnedFd>,
+    pub(crate) stdout: Option<OwnedFd>,
+    pub(crate) stderr: Option<OwnedFd>,
+}
+
+/// Everything a spawn needs, owned by the parent for the duration of the spawn.
+pub(crate) struct Prepared {
+    pub(crate) candidates: CStrBlock,
+    pub(crate) argv: CStrBlock,
+    pub(crate) envp: CStrBlock,
+    pub(crate) cwd: Option<Vec<u8>>,
+    pub(crate) fds: Vec<FdMap>,
+    pub(crate) relocate_floor: i32,
+    pub(crate) close_ranges: Vec<(u32, u32)>,
+    pub(crate) groups: Option<Vec<u32>>,
+    pub(crate) uid: Option<u32>,
+    pub(crate) gid: Option<u32>,
+    pub(crate) pgroup: Option<i32>,
+    pub(crate) setsid: bool,
+    pub(crate) sigmask: u64,
+    /// `PATH` differs from the parent's (posix_spawnp could not search it).
+    pub(crate) path_changed: bool,
+    /// The program has no slash and goes through the `PATH` search.
+    pub(crate) path_lookup: bool,
+    pub(crate) program: OsString,
+    pub(crate) pipes: ParentPipes,
+    /// Child ends of pipes and `/dev/null`: held open until the child has them, then closed.
+    pub(crate) child_ends: Vec<OwnedFd>,
+}
+
+impl Prepared {
+    /// The plan the child executes, borrowing from `self`.
+    pub(crate) fn plan(&mut self, signal_reset: SignalReset) -> Plan<'_> {
+        Plan {
+            candidates: self.candidates.entries(),
+            argv: self.argv.as_ptr(),
+            envp: self.envp.as_ptr(),
+            cwd: self
+                .cwd
+                .as_ref()
+                .map_or(std::ptr::null(), |c| c.as_ptr() as *const c_char),
+            fds: &mut self.fds,
+            relocate_floor: self.relocate_floor,
+            close_ranges: &self.close_ranges,
+            groups: self.groups.as_deref(),
+            drop_groups_for_uid: self.uid.is_some() && self.groups.is_none(),
+            gid: self.gid,
+            uid: self.uid,
+            setsid: self.setsid,
+            pgroup: self.pgroup,
+            signal_reset,
+            sigmask: self.sigmask,
+        }
+    }
+}
+
+/// Builds the plan data for `cmd`. `stdin_default` applies to stdin, `out_default` to stdout and
+/// stderr, when the command does not set them.
+pub(crate) fn prepare(
+    cmd: &Command,
+    stdin_default: StdioDefault,
+    out_default: StdioDefault,
+) -> io::Result<Prepared> {
+    // Validate everything first: no descriptor is created for a command that cannot run.
+    check_nul("program", &cmd.program)?;
+    if let Some(arg0) = &cmd.arg0 {
+        check_nul("arg0", arg0)?;
+    }
+    for arg in &cmd.args {
+        check_nul("argument", arg)?;
+    }
+    for (k, v) in &cmd.env {
+        check_nul("environment variable name", k)?;
+        if let Some(v) = v {
+            check_nul("environment variable value", v)?;
+        }
+    }
+    if let Some(dir) = &cmd.cwd {
+        check_nul("working directory", dir.as_os_str())?;
+    }
+    if let Some((bad, _)) = cmd.fds.iter().find(|(dst, _)| *dst < 0) {
+        return Err(invalid_input(format!(
+            "child descriptor number {bad} is negative"
+        )));
+    }
+    let mut sigmask = 0u64;
+    for &sig in &cmd.sigmask {
+        if !(1..=64).contains(&sig) {
+            return Err(invalid_input(format!("signal_mask: {sig} is not a signal")));
+        }
+        sigmask |= 1u64 << (sig - 1);
+    }
+
+    let (envp, child_path, path_changed) = environment(cmd);
+    let path_lookup = !cmd.program.as_bytes().contains(&b'/') && !cmd.program.is_empty();
+    let candidates = candidates(&cmd.program, path_lookup, child_path.as_deref());
+
+    let mut argv = CStrBlock::with_capacity(
+        cmd.args.len() + 1,
+        cmd.args.iter().map(|a| a.len() + 1).sum::<usize>() + cmd.program.len() + 1,
+    );
+    argv.push(&[cmd.arg0.as_ref().unwrap_or(&cmd.program).as_bytes()]);
+    for arg in &cmd.args {
+        argv.push(&[arg.as_bytes()]);
+    }
+    argv.seal();
+
+    let cwd = cmd.cwd.as_ref().map(|d| {
+        let mut bytes = d.as_os_str().as_bytes().to_vec();
+        bytes.push(0);
+        bytes
+    });
+
+    let mut prepared = Prepared {
+        candidates,
+        argv,
+        envp,
+        cwd,
+        fds: Vec::new(),
+        relocate_floor: 3,
+        close_ranges: Vec::new(),
+        groups: cmd.groups.clone(),
+        uid: cmd.uid,
+        gid: cmd.gid,
+        pgroup: cmd.pgroup,
+        setsid: cmd.setsid,
+        sigmask,
+        path_changed,
+        path_lookup,
+        program: cmd.program.clone(),
+        pipes: ParentPipes::default(),
+        child_ends: Vec::new(),
+    };
+    descriptors(cmd, stdin_default, out_default, &mut prepared)?;
+    Ok(prepared)
+}
+
+/// The child's environment block, the `PATH` that the search must use, and whether that `PATH`
+/// was changed by the command.
+fn environment(cmd: &Command) -> (CStrBlock, Option<OsString>, bool) {
+    let path_key = OsStr::new("PATH");
+    let path_changed = cmd.env_clear || cmd.env.contains_key(path_key);
+    let mut vars: Vec<(OsString, OsString)> = if cmd.env_clear {
+        Vec::new()
+    } else {
+        // `vars_os` copies the environment under std's lock, so a concurrent `set_var` in another
+        // thread cannot hand us a half-written array.
+        std::env::vars_os()
+            .filter(|(k, _)| !cmd.env.contains_key(k))
+            .collect()
+    };
+    vars.extend(
+        cmd.env
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| (k.clone(), v.clone()))),
+    );
+    let child_path = if path_changed {
+        vars.iter().find(|(k, _)| k == path_key).map(|(_, v)| v.clone())
+    } else {
+        std::env::var_os(path_key)
+    };
+    let mut block = CStrBlock::with_capacity(
+        vars.len(),
+        vars.iter().map(|(k, v)| k.len() + v.len() + 2).sum(),
+    );
+    for (k, v) in &vars {
+        block.push(&[k.as_bytes(), b"=", v.as_bytes()]);
+    }
+    block.seal();
+    (block, child_path, path_changed)
+}
+
+/// The `execve` candidates: the program itself when it has a slash, else one per `PATH` entry
+/// (an empty entry means the current directory, as in `execvp`).
+fn candidates(program: &OsStr, path_lookup: bool, path: Option<&OsStr>) -> CStrBlock {
+    if !path_lookup {
+        let mut block = CStrBlock::with_capacity(1, program.len() + 1);
+        block.push(&[program.as_bytes()]);
+        block.seal();
+        return block;
+    }
+    let path = path.map_or(DEFAULT_PATH, |p| p.as_bytes());
+    let dirs: Vec<&[u8]> = path.split(|&b| b == b':').collect();
+    let mut block = CStrBlock::with_capacity(
+        dirs.len(),
+        path.len() + dirs.len() * (program.len() + 2),
+    );
+    for dir in dirs {
+        // A NUL in PATH would cut the candidate short; such an entry cannot name a directory.
+        if dir.contains(&0) {
+            continue;
+        }
+        if dir.is_empty() {
+            block.push(&[program.as_bytes()]);
+        } else {
+            block.push(&[dir, b"/", program.as_bytes()]);
+        }
+    }
+    block.seal();
+    block
+}
+
+/// Creates pipes and `/dev/null` as needed and computes the descriptor placements and the ranges
+/// to close.
+fn descriptors(
+    cmd: &Command,
+    stdin_default: StdioDefault,
+    out_default: StdioDefault,
+    prepared: &mut Prepared,
+) -> io::Result<()> {
+    let mut null: Option<RawFd> = None;
+    let mut maps: Vec<FdMap> = Vec::with_capacity(3 + cmd.fds.len());
+    for n in 0..3 {
+        // A user mapping of 0, 1 or 2 overrides the stream.
+        if cmd.fds.iter().any(|(dst, _)| *dst == n as i32) {
+            continue;
+        }
+        let default = if n == 0 { stdin_default } else { out_default };
+        let src = match (cmd.stdio_slot(n), default) {
+            (Some(StdioKind::Inherit), _) | (None, StdioDefault::Inherit) => continue,
+            (Some(StdioKind::Fd(fd)), _) => fd.as_raw_fd(),
+            (Some(StdioKind::Null), _) | (None, StdioDefault::Null) => match null {
+                Some(fd) => fd,
+                None => {
+                    let file = File::options()
+                        .read(true)
+                        .write(true)
+                        .open("/dev/null")?;
+                    let fd = OwnedFd::from(file);
+                    let raw = fd.as_raw_fd();
+                    prepared.child_ends.push(fd);
+                    null = Some(raw);
+                    raw
+                }
+            },
+            (Some(StdioKind::Piped), _) | (None, StdioDefault::Piped) => {
+                let (reader, writer) = std::io::pipe()?;
+                let (parent, child) = if n == 0 {
+                    (OwnedFd::from(writer), OwnedFd::from(reader))
+                } else {
+                    (OwnedFd::from(reader), OwnedFd::from(writer))
+                };
+                let raw = child.as_raw_fd();
+                prepared.child_ends.push(child);
+                let slot = match n {
+                    0 => &mut prepared.pipes.stdin,
+                    1 => &mut prepared.pipes.stdout,
+                    _ => &mut prepared.pipes.stderr,
+                };
+                *slot = Some(parent);
+                raw
+            }
+        };
+        maps.push(FdMap {
+            src,
+            dst: n as i32,
+            relocate: false,
+            moved: -1,
+        });
+    }
+    for (dst, fd) in &cmd.fds {
+        maps.push(FdMap {
+            src: fd.as_raw_fd(),
+            dst: *dst,
+            relocate: false,
+            moved: -1,
+        });
+    }
+    plan_placements(&mut maps);
+    prepared.relocate_floor = maps.iter().map(|m| m.dst).max().map_or(3, |m| (m + 1).max(3));
+    if cmd.close_other_fds {
+        prepared.close_ranges = gaps(maps.iter().map(|m| m.dst));
+    }
+    prepared.fds = maps;
+    Ok(())
+}
+
+/// Marks every placement whose source an earlier placement would overwrite: those are moved out
+/// of the way first. This is what makes `3→4` together with `4→3` a swap, not a copy.
+pub(crate) fn plan_placements(maps: &mut [FdMap]) {
+    for i in 0..maps.len() {
+        let src = maps[i].src;
+        maps[i].relocate = maps[..i].iter().any(|earlier| earlier.dst == src);
+    }
+}
+
+/// The inclusive ranges of descriptors above 2 that are not kept, up to the largest number.
+pub(crate) fn gaps(kept: impl Iterator<Item = i32>) -> Vec<(u32, u32)> {
+    let mut kept: Vec<u32> = kept.filter(|&fd| fd > 2).map(|fd| fd as u32).collect();
+    kept.sort_unstable();
+    kept.dedup();
+    let mut ranges = Vec::with_capacity(kept.len() + 1);
+    let mut next = 3u32;
+    for fd in kept {
+        if fd > next {
+            ranges.push((next, fd - 1));
+        }
+        next = fd + 1;
+    }
+    ranges.push((next, u32::MAX));
+    ranges
+}
+
+impl Prepared {
+    /// The candidate the child's failure at `index` refers to, for the message.
+    pub(crate) fn candidate(&self, index: usize) -> OsString {
+        self.candidates
+            .get(index)
+            .map_or_else(|| self.program.clone(), OsStr::to_owned)
+    }
+
+    /// The working directory, for the message.
+    pub(crate) fn cwd_display(&self) -> OsString {
+        self.cwd.as_ref().map_or_else(OsString::new, |c| {
+            OsString::from_vec(c[..c.len().saturating_sub(1)].to_vec())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(src: i32, dst: i32) -> FdMap {
+        FdMap {
+            src,
+            dst,
+            relocate: false,
+            moved: -1,
+        }
+    }
+
+    #[test]
+    fn swap_relocates_the_second_source() {
+        let mut maps = vec![map(3, 4), map(4, 3)];
+        plan_placements(&mut maps);
+        assert!(!maps[0].relocate);
+        assert!(maps[1].relocate);
+    }
+
+    #[test]
+    fn disjoint_placements_need_no_move() {
+        let mut maps = vec![map(10, 0), map(11, 1), map(12, 2), map(13, 5)];
+        plan_placements(&mut maps);
+        assert!(maps.iter().all(|m| !m.relocate));
+    }
+
+    #[test]
+    fn gaps_cover_everything_but_kept() {
+        assert_eq!(gaps([0, 1, 2].into_iter()), vec![(3, u32::MAX)]);
+        assert_eq!(
+            gaps([1, 5, 3, 9].into_iter()),
+            vec![(4, 4), (6, 8), (10, u32::MAX)]
+        );
+    }
+
+    #[test]
+    fn path_candidates_follow_execvp() {
+        let block = candidates(OsStr::new("ls"), true, Some(OsStr::new("/a::/b")));
+        assert_eq!(block.get(0), Some(OsStr::new("/a/ls")));
+        assert_eq!(block.get(1), Some(OsStr::new("ls")));
+        assert_eq!(block.get(2), Some(OsStr::new("/b/ls")));
+        assert_eq!(block.get(3), None);
+        let direct = candidates(OsStr::new("./x"), false, Some(OsStr::new("/a")));
+        assert_eq!(direct.get(0), Some(OsStr::new("./x")));
+        assert_eq!(direct.get(1), None);
+    }
+}

@@ -1,0 +1,98 @@
+//! `progeny-inspect`: a small program the integration tests spawn to look at the child from the
+//! inside (its descriptors, signals, environment, directory, ids, arguments) and print it.
+//!
+//! Usage: `progeny-inspect COMMAND [ARGS...]`; each command prints plain lines on stdout.
+
+use std::io::{Read, Write};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut out = std::io::stdout().lock();
+    match args.first().map(String::as_str) {
+        // One line per open descriptor: "N TARGET", read from /proc/self/fd without keeping the
+        // directory's own descriptor in the answer.
+        Some("fds") => {
+            let mut fds: Vec<(i32, String)> = Vec::new();
+            let dir = std::fs::read_dir("/proc/self/fd").expect("read /proc/self/fd");
+            for entry in dir.flatten() {
+                let n: i32 = entry.file_name().to_string_lossy().parse().unwrap_or(-1);
+                if let Ok(target) = std::fs::read_link(entry.path()) {
+                    fds.push((n, target.to_string_lossy().into_owned()));
+                }
+            }
+            fds.sort();
+            for (n, target) in fds {
+                // read_dir's own descriptor shows up as the directory itself and is gone by now.
+                if target.ends_with("/fd") && target.starts_with("/proc/") {
+                    continue;
+                }
+                writeln!(out, "{n} {target}").unwrap();
+            }
+        }
+        // The signal lines of /proc/self/status: SigBlk, SigIgn, SigCgt as hex masks.
+        Some("signals") => {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            for line in status.lines() {
+                if line.starts_with("SigBlk:") || line.starts_with("SigIgn:") || line.starts_with("SigCgt:") {
+                    writeln!(out, "{line}").unwrap();
+                }
+            }
+        }
+        Some("env") => {
+            for (k, v) in std::env::vars_os() {
+                writeln!(out, "{}={}", k.to_string_lossy(), v.to_string_lossy()).unwrap();
+            }
+        }
+        Some("cwd") => writeln!(out, "{}", std::env::current_dir().unwrap().display()).unwrap(),
+        // Every argument (argv[0] included) framed by brackets, one per line.
+        Some("argv") => {
+            for a in std::env::args_os() {
+                writeln!(out, "[{}]", a.to_string_lossy()).unwrap();
+            }
+        }
+        Some("ids") => {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            for line in status.lines() {
+                if line.starts_with("Uid:") || line.starts_with("Gid:") || line.starts_with("Groups:") {
+                    writeln!(out, "{line}").unwrap();
+                }
+            }
+            let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+            let after = &stat[stat.rfind(')').unwrap() + 2..];
+            let fields: Vec<&str> = after.split(' ').collect();
+            writeln!(out, "pgrp: {}", fields[2]).unwrap();
+            writeln!(out, "session: {}", fields[3]).unwrap();
+            writeln!(out, "pid: {}", std::process::id()).unwrap();
+        }
+        // Reads descriptor N (default 0) to EOF and writes what it read to stdout.
+        Some("cat-fd") => {
+            let fd: i32 = args.get(1).map_or(0, |a| a.parse().unwrap());
+            let mut f = reopen(fd);
+            let mut buf = Vec::new();
+            f.read_to_end(&mut buf).unwrap();
+            out.write_all(&buf).unwrap();
+        }
+        // Writes a line to descriptor N.
+        Some("write-fd") => {
+            let fd: i32 = args[1].parse().unwrap();
+            let mut f = reopen(fd);
+            f.write_all(args[2].as_bytes()).unwrap();
+        }
+        Some("exit") => std::process::exit(args[1].parse().unwrap()),
+        other => {
+            eprintln!("progeny-inspect: unknown command {other:?}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Opens the descriptor this process inherited as number `fd`, through /proc (no unsafe needed).
+fn reopen(fd: i32) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/self/fd/{fd}"))
+        .or_else(|_| std::fs::File::open(format!("/proc/self/fd/{fd}")))
+        .or_else(|_| std::fs::OpenOptions::new().write(true).open(format!("/proc/self/fd/{fd}")))
+        .unwrap()
+}
