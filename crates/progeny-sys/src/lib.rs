@@ -14,7 +14,9 @@
 #![allow(unsafe_code)]
 
 #[cfg(not(target_arch = "x86_64"))]
-compile_error!("progeny-sys supports x86_64 Linux only for now: the clone trampolines are written in assembly");
+compile_error!(
+    "progeny-sys supports x86_64 Linux only for now: the clone trampolines are written in assembly"
+);
 
 use core::arch::{asm, naked_asm};
 use core::ffi::{c_char, c_int, c_long, c_uint, c_void};

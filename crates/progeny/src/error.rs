@@ -27,7 +27,10 @@ pub struct SpawnError {
 pub(crate) enum Subject {
     None,
     Path(OsString),
-    Fd { src: i32, dst: i32 },
+    Fd {
+        src: i32,
+        dst: i32,
+    },
     Signal(i32),
     Id(u32),
     /// posix_spawn reports one errno for every step, so the message names the call.

@@ -234,7 +234,9 @@ fn environment(cmd: &Command) -> (CStrBlock, Option<OsString>, bool) {
             .filter_map(|(k, v)| v.as_ref().map(|v| (k.clone(), v.clone()))),
     );
     let child_path = if path_changed {
-        vars.iter().find(|(k, _)| k == path_key).map(|(_, v)| v.clone())
+        vars.iter()
+            .find(|(k, _)| k == path_key)
+            .map(|(_, v)| v.clone())
     } else {
         std::env::var_os(path_key)
     };
@@ -260,10 +262,8 @@ fn candidates(program: &OsStr, path_lookup: bool, path: Option<&OsStr>) -> CStrB
     }
     let path = path.map_or(DEFAULT_PATH, |p| p.as_bytes());
     let dirs: Vec<&[u8]> = path.split(|&b| b == b':').collect();
-    let mut block = CStrBlock::with_capacity(
-        dirs.len(),
-        path.len() + dirs.len() * (program.len() + 2),
-    );
+    let mut block =
+        CStrBlock::with_capacity(dirs.len(), path.len() + dirs.len() * (program.len() + 2));
     for dir in dirs {
         // A NUL in PATH would cut the candidate short; such an entry cannot name a directory.
         if dir.contains(&0) {
@@ -301,10 +301,7 @@ fn descriptors(
             (Some(StdioKind::Null), _) | (None, StdioDefault::Null) => match null {
                 Some(fd) => fd,
                 None => {
-                    let file = File::options()
-                        .read(true)
-                        .write(true)
-                        .open("/dev/null")?;
+                    let file = File::options().read(true).write(true).open("/dev/null")?;
                     let fd = OwnedFd::from(file);
                     let raw = fd.as_raw_fd();
                     prepared.child_ends.push(fd);
@@ -346,7 +343,11 @@ fn descriptors(
         });
     }
     plan_placements(&mut maps);
-    prepared.relocate_floor = maps.iter().map(|m| m.dst).max().map_or(3, |m| (m + 1).max(3));
+    prepared.relocate_floor = maps
+        .iter()
+        .map(|m| m.dst)
+        .max()
+        .map_or(3, |m| (m + 1).max(3));
     if cmd.close_other_fds {
         prepared.close_ranges = gaps(maps.iter().map(|m| m.dst));
     }

@@ -252,7 +252,9 @@ fn clone_on(
                 use_clone3 = false;
             }
             // clone3 without CLONE_CLEAR_SIGHAND (kernels 5.3 and 5.4): reset by hand.
-            Err(sys::Errno::INVAL) if clear_sighand && CLEAR_SIGHAND.load(Ordering::Relaxed) == UNKNOWN => {
+            Err(sys::Errno::INVAL)
+                if clear_sighand && CLEAR_SIGHAND.load(Ordering::Relaxed) == UNKNOWN =>
+            {
                 CLEAR_SIGHAND.store(NO, Ordering::Relaxed);
             }
             Err(e) => return Err(io::Error::from_raw_os_error(e.raw())),
@@ -339,7 +341,9 @@ fn spawn_posix(prepared: &mut Prepared) -> io::Result<(u32, Option<OwnedFd>)> {
     if let Some(first) = closefrom {
         posix_check(
             // SAFETY: `actions` is initialised.
-            unsafe { libc::posix_spawn_file_actions_addclosefrom_np(&mut actions.0, first as c_int) },
+            unsafe {
+                libc::posix_spawn_file_actions_addclosefrom_np(&mut actions.0, first as c_int)
+            },
         )?;
     }
     if let Some(cwd) = &prepared.cwd {
@@ -366,7 +370,10 @@ fn spawn_posix(prepared: &mut Prepared) -> io::Result<(u32, Option<OwnedFd>)> {
     unsafe {
         posix_check(libc::posix_spawnattr_setsigmask(&mut attr.0, &mask))?;
         posix_check(libc::posix_spawnattr_setsigdefault(&mut attr.0, &sigpipe))?;
-        posix_check(libc::posix_spawnattr_setflags(&mut attr.0, flags as libc::c_short))?;
+        posix_check(libc::posix_spawnattr_setflags(
+            &mut attr.0,
+            flags as libc::c_short,
+        ))?;
     }
     let mut pid: libc::pid_t = 0;
     let program = CString::new(prepared.program.as_encoded_bytes())
@@ -494,7 +501,12 @@ fn reap_failed(pid: u32, pidfd: Option<&OwnedFd>) {
         // SAFETY: waitid writes only `info`; the child is ours and not yet reaped.
         let ret = unsafe {
             match pidfd {
-                Some(fd) => libc::waitid(libc::P_PIDFD, fd.as_raw_fd() as libc::id_t, &mut info, libc::WEXITED),
+                Some(fd) => libc::waitid(
+                    libc::P_PIDFD,
+                    fd.as_raw_fd() as libc::id_t,
+                    &mut info,
+                    libc::WEXITED,
+                ),
                 None => libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED),
             }
         };
@@ -521,7 +533,9 @@ fn spawn_error(prepared: &Prepared, f: Failure) -> SpawnError {
         Step::SignalDisposition => Subject::Signal(f.index as i32),
         Step::SetUid => prepared.uid.map_or(Subject::None, Subject::Id),
         Step::SetGid => prepared.gid.map_or(Subject::None, Subject::Id),
-        Step::SetPgid => prepared.pgroup.map_or(Subject::None, |p| Subject::Id(p as u32)),
+        Step::SetPgid => prepared
+            .pgroup
+            .map_or(Subject::None, |p| Subject::Id(p as u32)),
         _ => Subject::None,
     };
     SpawnError::new(step, f.errno, subject)

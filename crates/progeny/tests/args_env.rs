@@ -14,7 +14,15 @@ fn stdout_of(cmd: &mut Command) -> String {
 
 #[test]
 fn arguments_arrive_exactly() {
-    let args = ["plain", "with space", "it's \"quoted\"", "ünïcødé ✓", "", "$HOME", "a\\b"];
+    let args = [
+        "plain",
+        "with space",
+        "it's \"quoted\"",
+        "ünïcødé ✓",
+        "",
+        "$HOME",
+        "a\\b",
+    ];
     let text = stdout_of(Command::new(INSPECT).arg("argv").args(args));
     let seen: Vec<&str> = text.lines().collect();
     assert_eq!(seen[0], format!("[{INSPECT}]"));
@@ -45,7 +53,11 @@ fn env_set_remove_and_clear() {
     // PATH is inherited untouched.
     let path = std::env::var("PATH").unwrap();
     assert!(text.lines().any(|l| l == format!("PATH={path}")));
-    assert_eq!(std::env::var("HOME").ok(), parent_home, "the parent's env is untouched");
+    assert_eq!(
+        std::env::var("HOME").ok(),
+        parent_home,
+        "the parent's env is untouched"
+    );
 
     let cleared = stdout_of(
         Command::new(INSPECT)
@@ -61,28 +73,45 @@ fn env_set_remove_and_clear() {
 fn current_dir_is_the_childs() {
     let dir = support::TempDir::new("cwd");
     let text = stdout_of(Command::new(INSPECT).arg("cwd").current_dir(&dir.0));
-    assert_eq!(text.trim_end(), dir.0.canonicalize().unwrap().to_str().unwrap());
+    assert_eq!(
+        text.trim_end(),
+        dir.0.canonicalize().unwrap().to_str().unwrap()
+    );
 }
 
 #[test]
 fn relative_program_resolves_from_current_dir() {
     let dir = support::TempDir::new("relprog");
     std::fs::copy(INSPECT, dir.0.join("inspect-copy")).unwrap();
-    let text = stdout_of(Command::new("./inspect-copy").arg("cwd").current_dir(&dir.0));
-    assert_eq!(text.trim_end(), dir.0.canonicalize().unwrap().to_str().unwrap());
+    let text = stdout_of(
+        Command::new("./inspect-copy")
+            .arg("cwd")
+            .current_dir(&dir.0),
+    );
+    assert_eq!(
+        text.trim_end(),
+        dir.0.canonicalize().unwrap().to_str().unwrap()
+    );
 }
 
 #[test]
 fn getters_mirror_std() {
     let mut cmd = Command::new("prog");
-    cmd.arg("a").args(["b", "c"]).env("K", "V").env_remove("GONE").current_dir("/tmp");
+    cmd.arg("a")
+        .args(["b", "c"])
+        .env("K", "V")
+        .env_remove("GONE")
+        .current_dir("/tmp");
     assert_eq!(cmd.get_program(), "prog");
     assert_eq!(cmd.get_args().collect::<Vec<_>>(), ["a", "b", "c"]);
     assert_eq!(cmd.get_args().len(), 3);
     let envs: Vec<_> = cmd.get_envs().collect();
     assert_eq!(
         envs,
-        [(OsStr::new("GONE"), None), (OsStr::new("K"), Some(OsStr::new("V")))]
+        [
+            (OsStr::new("GONE"), None),
+            (OsStr::new("K"), Some(OsStr::new("V")))
+        ]
     );
     assert_eq!(cmd.get_current_dir(), Some(std::path::Path::new("/tmp")));
     cmd.env_clear();
@@ -103,7 +132,10 @@ fn converts_from_std_command() {
 #[test]
 fn std_and_progeny_agree_on_output() {
     for args in [&["argv", "x y", ""][..], &["env"][..], &["cwd"][..]] {
-        let std_out = std::process::Command::new(INSPECT).args(args).output().unwrap();
+        let std_out = std::process::Command::new(INSPECT)
+            .args(args)
+            .output()
+            .unwrap();
         let out = Command::new(INSPECT).args(args).output().unwrap();
         assert_eq!(out.status.code(), std_out.status.code());
         assert_eq!(out.stdout, std_out.stdout, "{args:?}");
@@ -117,7 +149,10 @@ fn exit_codes_and_signals_come_back_as_std_exit_status() {
     let status = Command::new(INSPECT).args(["exit", "7"]).status().unwrap();
     assert_eq!(status.code(), Some(7));
     assert!(!status.success());
-    let status = Command::new("sh").args(["-c", "kill -TERM $$"]).status().unwrap();
+    let status = Command::new("sh")
+        .args(["-c", "kill -TERM $$"])
+        .status()
+        .unwrap();
     assert_eq!(status.signal(), Some(libc::SIGTERM));
     assert_eq!(status.code(), None);
     assert!(!status.core_dumped());

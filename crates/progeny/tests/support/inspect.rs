@@ -33,7 +33,10 @@ fn main() {
         Some("signals") => {
             let status = std::fs::read_to_string("/proc/self/status").unwrap();
             for line in status.lines() {
-                if line.starts_with("SigBlk:") || line.starts_with("SigIgn:") || line.starts_with("SigCgt:") {
+                if line.starts_with("SigBlk:")
+                    || line.starts_with("SigIgn:")
+                    || line.starts_with("SigCgt:")
+                {
                     writeln!(out, "{line}").unwrap();
                 }
             }
@@ -53,7 +56,10 @@ fn main() {
         Some("ids") => {
             let status = std::fs::read_to_string("/proc/self/status").unwrap();
             for line in status.lines() {
-                if line.starts_with("Uid:") || line.starts_with("Gid:") || line.starts_with("Groups:") {
+                if line.starts_with("Uid:")
+                    || line.starts_with("Gid:")
+                    || line.starts_with("Groups:")
+                {
                     writeln!(out, "{line}").unwrap();
                 }
             }
@@ -93,6 +99,10 @@ fn reopen(fd: i32) -> std::fs::File {
         .write(true)
         .open(format!("/proc/self/fd/{fd}"))
         .or_else(|_| std::fs::File::open(format!("/proc/self/fd/{fd}")))
-        .or_else(|_| std::fs::OpenOptions::new().write(true).open(format!("/proc/self/fd/{fd}")))
+        .or_else(|_| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(format!("/proc/self/fd/{fd}"))
+        })
         .unwrap()
 }

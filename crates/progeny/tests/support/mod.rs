@@ -12,7 +12,10 @@ pub fn children() -> BTreeSet<u32> {
     for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
         let path = task.path().join("children");
         if let Ok(text) = std::fs::read_to_string(path) {
-            pids.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+            pids.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
         }
     }
     pids
