@@ -169,7 +169,7 @@ impl Child {
 
     /// Waits for the child and collects all of its stdout and stderr (as std's
     /// `wait_with_output`). Both pipes are drained by one poll loop, so no deadlock.
-    pub fn wait_with_output(self) -> io::Result<Output> {
+    pub fn wait_with_output(mut self) -> io::Result<Output> {
         self.communicate(&[])
     }
 
@@ -182,14 +182,15 @@ impl Child {
     /// returned.
     ///
     /// # Errors
-    /// `InvalidInput` when `input` is not empty but stdin was not piped; I/O errors of the pipes.
-    pub fn communicate(mut self, input: &[u8]) -> io::Result<Output> {
-        let stdin = self.stdin.take();
-        if stdin.is_none() && !input.is_empty() {
+    /// `InvalidInput` when `input` is not empty but stdin was not piped (the child and its pipes
+    /// are left untouched); I/O errors of the pipes.
+    pub fn communicate(&mut self, input: &[u8]) -> io::Result<Output> {
+        if self.stdin.is_none() && !input.is_empty() {
             return Err(crate::error::invalid_input(
                 "communicate: input given but the child's stdin is not piped",
             ));
         }
+        let stdin = self.stdin.take();
         let mut out = Vec::new();
         let mut err = Vec::new();
         pump(

@@ -10,7 +10,7 @@
 //! ```
 //! use progeny::{Command, Stdio};
 //!
-//! let child = Command::new("sh")
+//! let mut child = Command::new("sh")
 //!     .args(["-c", "tr a-z A-Z"])
 //!     .stdin(Stdio::piped())
 //!     .stdout(Stdio::piped())

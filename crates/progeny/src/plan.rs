@@ -347,7 +347,7 @@ fn descriptors(
         .iter()
         .map(|m| m.dst)
         .max()
-        .map_or(3, |m| (m + 1).max(3));
+        .map_or(3, |m| m.saturating_add(1).max(3));
     if cmd.close_other_fds {
         prepared.close_ranges = gaps(maps.iter().map(|m| m.dst));
     }

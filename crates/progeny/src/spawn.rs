@@ -13,7 +13,7 @@ use progeny_sys as sys;
 
 use crate::command::{Backend, Command, StdioDefault};
 use crate::error::{unsupported, SpawnError, Subject};
-use crate::plan::{prepare, Prepared};
+use crate::plan::{gaps, prepare, Prepared};
 use crate::Child;
 
 /// Starts `cmd` with its backend.
@@ -267,7 +267,21 @@ fn clone_on(
 /// # References
 /// - [`fork(2)`](https://man7.org/linux/man-pages/man2/fork.2.html)
 fn spawn_fork(prepared: &mut Prepared) -> io::Result<(u32, Option<OwnedFd>)> {
-    let (mut report_reader, report_writer) = std::io::pipe()?;
+    let (mut report_reader, report_pipe) = std::io::pipe()?;
+    // The child writes its failure into this pipe, so the pipe must outlive every step before
+    // exec: put it above every destination (no placement can overwrite it, and relocations skip
+    // it), and keep it out of the ranges that close-the-rest closes. It stays close-on-exec, so
+    // EOF tells the parent that exec happened.
+    let floor = prepared.relocate_floor;
+    let report_writer = sys::fcntl_int(report_pipe.as_raw_fd(), libc::F_DUPFD_CLOEXEC, floor)
+        // SAFETY: F_DUPFD_CLOEXEC returned a fresh descriptor that nothing else owns.
+        .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
+        .map_err(|e| io::Error::from_raw_os_error(e.raw()))?;
+    drop(report_pipe);
+    if !prepared.close_ranges.is_empty() {
+        let kept = prepared.fds.iter().map(|m| m.dst);
+        prepared.close_ranges = gaps(kept.chain([report_writer.as_raw_fd()]));
+    }
     let mut plan = prepared.plan(SignalReset::AllCaught);
     let blocked = SignalsBlocked::new()?;
     // SAFETY: the child runs only the allocation-free plan executor and raw system calls, which
@@ -521,6 +535,11 @@ fn spawn_error(prepared: &Prepared, f: Failure) -> SpawnError {
     let index = f.index as usize;
     let step = Step::from_u32(f.step).unwrap_or(Step::Exec);
     let subject = match step {
+        // Every PATH candidate was missing: name the program the caller gave, not the last
+        // directory tried.
+        Step::Exec if prepared.path_lookup && f.errno == libc::ENOENT => {
+            Subject::Path(prepared.program.clone())
+        }
         Step::Exec => Subject::Path(prepared.candidate(index)),
         Step::Chdir => Subject::Path(prepared.cwd_display()),
         Step::FdMap | Step::FdRelocate => match prepared.fds.get(index) {

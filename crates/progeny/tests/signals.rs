@@ -1,0 +1,181 @@
+//! Signal dispositions and masks in the child, and signalling / waiting through the pidfd.
+#![allow(unsafe_code)]
+
+mod support;
+
+use progeny::{Backend, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Reads a hex mask line (`SigIgn:` ...) from a /proc status text.
+fn mask(status: &str, key: &str) -> u64 {
+    let line = status.lines().find(|l| l.starts_with(key)).unwrap();
+    u64::from_str_radix(line[key.len()..].trim(), 16).unwrap()
+}
+
+fn bit(sig: i32) -> u64 {
+    1 << (sig - 1)
+}
+
+extern "C" fn on_usr1(_: libc::c_int) {}
+
+/// The parent catches SIGUSR1, ignores SIGUSR2 (and SIGPIPE, as every Rust program does), and
+/// blocks SIGTERM in the spawning thread. The child must start with SIGUSR1 at its default, SIGUSR2
+/// still ignored, SIGPIPE back at its default, and an empty mask. `cat` reads its own status: it
+/// installs no handler of its own (unlike `grep`, which catches SIGSEGV).
+#[test]
+fn child_gets_default_dispositions_and_an_empty_mask() {
+    // SAFETY: installing a handler that does nothing, and SIG_IGN; sigaction is given valid
+    // structures.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = on_usr1 as *const () as usize;
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR1, &act, std::ptr::null_mut()),
+            0
+        );
+        assert_eq!(libc::signal(libc::SIGUSR2, libc::SIG_IGN), 0);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        assert_eq!(
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()),
+            0
+        );
+    }
+    let parent = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    assert_ne!(mask(&parent, "SigCgt:") & bit(libc::SIGUSR1), 0);
+    assert_ne!(mask(&parent, "SigBlk:") & bit(libc::SIGTERM), 0);
+    let parent_ignored = mask(&parent, "SigIgn:");
+    assert_ne!(
+        parent_ignored & bit(libc::SIGPIPE),
+        0,
+        "Rust ignores SIGPIPE"
+    );
+
+    for backend in [
+        Backend::Clone3,
+        Backend::Clone,
+        Backend::Fork,
+        Backend::PosixSpawn,
+    ] {
+        let out = Command::new("cat")
+            .arg("/proc/self/status")
+            .backend(backend)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{backend:?}");
+        let child = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(
+            mask(&child, "SigBlk:"),
+            0,
+            "{backend:?}: mask must be empty\n{child}"
+        );
+        assert_eq!(
+            mask(&child, "SigCgt:"),
+            0,
+            "{backend:?}: no handler survives exec"
+        );
+        // glibc's posix_spawn has its own opinion on its two internal signals (32 and 33).
+        let internal = if backend == Backend::PosixSpawn {
+            bit(32) | bit(33)
+        } else {
+            0
+        };
+        assert_eq!(
+            mask(&child, "SigIgn:") & !internal,
+            parent_ignored & !bit(libc::SIGPIPE) & !internal,
+            "{backend:?}: ignored stay ignored, except SIGPIPE\n{child}"
+        );
+    }
+
+    // The parent's own state is untouched by the spawns.
+    let after = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    assert_eq!(mask(&after, "SigBlk:"), mask(&parent, "SigBlk:"));
+    assert_eq!(mask(&after, "SigCgt:"), mask(&parent, "SigCgt:"));
+}
+
+#[test]
+fn signal_mask_sets_the_childs_initial_mask() {
+    for backend in [Backend::Clone3, Backend::Fork, Backend::PosixSpawn] {
+        let out = Command::new("cat")
+            .arg("/proc/self/status")
+            .signal_mask(&[libc::SIGINT, libc::SIGHUP])
+            .backend(backend)
+            .output()
+            .unwrap();
+        let child = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(
+            mask(&child, "SigBlk:"),
+            bit(libc::SIGINT) | bit(libc::SIGHUP),
+            "{backend:?}"
+        );
+    }
+    let err = Command::new("true").signal_mask(&[0]).spawn().unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+}
+
+#[test]
+fn signal_reaches_the_child_and_shows_in_its_status() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    child.signal(libc::SIGTERM).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGTERM));
+}
+
+#[test]
+fn signal_after_reaping_is_a_clean_error_and_kill_is_ok() {
+    let mut child = Command::new("true").spawn().unwrap();
+    assert!(child.wait().unwrap().success());
+    let err = child.signal(libc::SIGTERM).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ESRCH));
+    // std's kill returns Ok once the child has exited and been reaped.
+    child.kill().unwrap();
+    // Waiting again returns the cached status.
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn signal_with_a_bad_number_is_einval() {
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let err = child.signal(1000).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn wait_timeout_on_sleep() {
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    assert_eq!(
+        child.wait_timeout(Duration::from_millis(100)).unwrap(),
+        None
+    );
+    assert_eq!(child.try_wait().unwrap(), None);
+    child.kill().unwrap();
+    let status = child.wait_timeout(Duration::from_secs(30)).unwrap();
+    assert!(status.is_some());
+
+    let mut quick = Command::new("sleep").arg("0.2").spawn().unwrap();
+    let start = Instant::now();
+    let status = quick.wait_timeout(Duration::from_secs(60)).unwrap();
+    assert!(status.unwrap().success());
+    // It returned because the child exited, not because the minute ran out.
+    assert!(start.elapsed() < Duration::from_secs(60));
+}
+
+#[test]
+fn pidfd_becomes_readable_when_the_child_exits() {
+    use std::os::fd::AsRawFd;
+    let mut child = Command::new("true").stdout(Stdio::null()).spawn().unwrap();
+    let fd = child.pidfd().unwrap().as_raw_fd();
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let ready = unsafe { libc::poll(&mut pfd, 1, 30_000) };
+    assert_eq!(ready, 1);
+    assert!(child.wait().unwrap().success());
+}
