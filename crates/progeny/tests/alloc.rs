@@ -67,11 +67,9 @@ fn zero_allocations_between_clone_and_exec() {
     };
     let pid = progeny_sys::clone_result(pid).unwrap();
     let mut status = 0;
-    // SAFETY: reaping our own child.
-    assert_eq!(
-        unsafe { libc::waitpid(pid as i32, &mut status, 0) },
-        pid as i32
-    );
+    // SAFETY: reaping our own child; waitpid writes only `status`.
+    let reaped = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+    assert_eq!(reaped, pid as i32);
     assert_eq!(status, 0);
     assert!(
         FOREIGN_ALLOCS.load(Ordering::Relaxed) >= 1,

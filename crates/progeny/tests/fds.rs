@@ -111,10 +111,8 @@ fn a_mapped_pipe_carries_data() {
 fn leaky_fd() -> (OwnedFd, String) {
     let file = File::open("/proc/self/status").unwrap();
     // SAFETY: fcntl on a descriptor we own, clearing FD_CLOEXEC.
-    assert_eq!(
-        unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFD, 0) },
-        0
-    );
+    let cleared = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFD, 0) };
+    assert_eq!(cleared, 0);
     let n = file.as_raw_fd();
     let target = std::fs::read_link(format!("/proc/self/fd/{n}")).unwrap();
     (OwnedFd::from(file), target.to_str().unwrap().to_string())
