@@ -1,0 +1,44 @@
+//! Builds the two C pieces of the benchmark:
+//! - `csrc/spawn.c` (vfork + execve, and the clone floor) as a static library
+//!   linked into this crate;
+//! - `csrc/noop.c` as a tiny static executable without libc (the exec floor
+//!   target), which the library embeds and writes out at run time.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-changed=csrc/spawn.c");
+    println!("cargo:rerun-if-changed=csrc/noop.c");
+
+    cc::Build::new()
+        .file("csrc/spawn.c")
+        .warnings(true)
+        .extra_warnings(true)
+        .compile("progeny_bench_spawn");
+
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let noop = out_dir.join("noop");
+    // The cc crate finds the same C compiler it used above; it builds
+    // libraries only, so the executable is linked by calling that compiler.
+    let compiler = cc::Build::new().get_compiler();
+    let mut link: Command = compiler.to_command();
+    // Drop flags meant for library objects (such as -fPIC) that a
+    // freestanding static executable does not want.
+    link.args([
+        "-static",
+        "-nostdlib",
+        "-fno-pie",
+        "-no-pie",
+        "-fno-stack-protector",
+        "-fno-asynchronous-unwind-tables",
+        "-O2",
+        "-s",
+        "-o",
+    ]);
+    link.arg(&noop).arg("csrc/noop.c");
+    let status = link
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler for csrc/noop.c: {e}"));
+    assert!(status.success(), "linking csrc/noop.c failed: {status}");
+}

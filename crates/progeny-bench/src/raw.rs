@@ -1,0 +1,342 @@
+//! The benchmark's only direct calls into libc: `fork`, `posix_spawn`,
+//! `waitpid`, the two C spawners of `csrc/spawn.c`, and the parent's memory
+//! ballast (`mmap`). Everything here is `unsafe` underneath; the rest of the
+//! crate stays safe.
+
+use std::ffi::{c_char, c_int, c_void, CString, OsStr};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::ptr;
+
+extern "C" {
+    // csrc/spawn.c
+    fn progeny_bench_vfork_execve(
+        path: *const c_char,
+        argv: *const *const c_char,
+        envp: *const *const c_char,
+        stdout_fd: c_int,
+    ) -> libc::pid_t;
+    fn progeny_bench_clone_floor(stack: *mut c_void, stack_size: libc::size_t) -> libc::pid_t;
+}
+
+/// Converts a path or argument to a C string; fails (with `InvalidInput`) on
+/// an interior NUL, which no exec could pass.
+fn c_string(text: &OsStr) -> io::Result<CString> {
+    CString::new(text.as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{text:?} contains a NUL byte"),
+        )
+    })
+}
+
+/// Everything `execve` needs, frozen in the parent before any timing starts:
+/// the program path, argv and envp as NUL-terminated pointer arrays.
+///
+/// The pointer arrays point into the `CString`s owned by the same value, so
+/// they stay valid for as long as the plan lives (a `CString`'s heap buffer
+/// does not move when the `CString` itself is moved).
+pub(crate) struct ExecPlan {
+    path: CString,
+    _strings: Vec<CString>,
+    argv: Vec<*const c_char>,
+    envp: Vec<*const c_char>,
+}
+
+impl ExecPlan {
+    /// Freezes `program` with `args` (argv[0] is `program` itself) and the
+    /// environment `env` (`KEY=value` strings).
+    pub(crate) fn new(program: &OsStr, args: &[&OsStr], env: &[&OsStr]) -> io::Result<Self> {
+        let path = c_string(program)?;
+        let mut strings = Vec::with_capacity(1 + args.len() + env.len());
+        strings.push(path.clone());
+        for arg in args {
+            strings.push(c_string(arg)?);
+        }
+        for entry in env {
+            strings.push(c_string(entry)?);
+        }
+        let argc = 1 + args.len();
+        let mut argv: Vec<*const c_char> = strings[..argc].iter().map(|s| s.as_ptr()).collect();
+        argv.push(ptr::null());
+        let mut envp: Vec<*const c_char> = strings[argc..].iter().map(|s| s.as_ptr()).collect();
+        envp.push(ptr::null());
+        Ok(ExecPlan {
+            path,
+            _strings: strings,
+            argv,
+            envp,
+        })
+    }
+}
+
+/// `fork()` then, in the child, `dup2(stdout, 1)` and `execve`; returns the
+/// child's pid. The child exits with 127 when `dup2` or `execve` fails, which
+/// the caller sees as a failed run.
+///
+/// Fails when `fork` fails (`EAGAIN`, `ENOMEM`).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/fork.2.html>
+/// - <https://man7.org/linux/man-pages/man2/execve.2.html>
+pub(crate) fn fork_execve(plan: &ExecPlan, stdout: BorrowedFd<'_>) -> io::Result<libc::pid_t> {
+    let stdout_fd = stdout.as_raw_fd();
+    // SAFETY: fork has no memory-safety preconditions. The process may have
+    // other threads (workers, progress display); the child therefore calls
+    // only async-signal-safe functions (dup2, execve, _exit) on data frozen
+    // before the fork, so no lock another thread held can be needed.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: in the forked child; dup2 and _exit are async-signal-safe
+        // and take plain integers.
+        unsafe {
+            if libc::dup2(stdout_fd, 1) < 0 {
+                libc::_exit(127);
+            }
+        }
+        // SAFETY: path, argv and envp are NUL-terminated C strings and
+        // NULL-terminated pointer arrays owned by `plan`, alive for this call
+        // (the child has its own copy of the parent's memory).
+        unsafe {
+            libc::execve(plan.path.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
+            libc::_exit(127);
+        }
+    }
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(pid)
+}
+
+/// `vfork()` then `dup2` + `execve` in the child, written in C
+/// (`csrc/spawn.c`) because the function calling `vfork` must be compiled as
+/// returning twice. Returns the child's pid; the child exits with 127 when its
+/// `dup2` or `execve` fails.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/vfork.2.html>
+pub(crate) fn vfork_execve(plan: &ExecPlan, stdout: BorrowedFd<'_>) -> io::Result<libc::pid_t> {
+    // SAFETY: the C function reads the NUL-terminated strings and
+    // NULL-terminated arrays owned by `plan`, which outlive the call; its
+    // child only makes raw system calls before execve or exit.
+    let pid = unsafe {
+        progeny_bench_vfork_execve(
+            plan.path.as_ptr(),
+            plan.argv.as_ptr(),
+            plan.envp.as_ptr(),
+            stdout.as_raw_fd(),
+        )
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(pid)
+}
+
+/// glibc's `posix_spawn` with one file action, `dup2(stdout, 1)`, and default
+/// attributes. Returns the child's pid. glibc reports a failed `execve` as the
+/// error of this call.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man3/posix_spawn.3.html>
+pub(crate) fn posix_spawn(plan: &ExecPlan, stdout: BorrowedFd<'_>) -> io::Result<libc::pid_t> {
+    let mut actions = std::mem::MaybeUninit::<libc::posix_spawn_file_actions_t>::uninit();
+    // SAFETY: init writes a valid, empty file-actions object into `actions`.
+    let rc = unsafe { libc::posix_spawn_file_actions_init(actions.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    // SAFETY: initialized by posix_spawn_file_actions_init just above.
+    let mut actions = unsafe { actions.assume_init() };
+    // SAFETY: `actions` is initialized; the descriptor is open for the call.
+    let mut rc =
+        unsafe { libc::posix_spawn_file_actions_adddup2(&mut actions, stdout.as_raw_fd(), 1) };
+    let mut pid: libc::pid_t = 0;
+    if rc == 0 {
+        // SAFETY: path/argv/envp are valid C strings and NULL-terminated
+        // arrays owned by `plan`; `actions` is initialized; a NULL attribute
+        // pointer asks for the defaults.
+        rc = unsafe {
+            libc::posix_spawn(
+                &mut pid,
+                plan.path.as_ptr(),
+                &actions,
+                ptr::null(),
+                plan.argv.as_ptr() as *const *mut c_char,
+                plan.envp.as_ptr() as *const *mut c_char,
+            )
+        };
+    }
+    // SAFETY: `actions` was initialized and is destroyed exactly once.
+    unsafe { libc::posix_spawn_file_actions_destroy(&mut actions) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(pid)
+}
+
+/// A stack for the clone floor's child. 64 KiB is far more than a child that
+/// only calls `exit_group` needs; 16-byte alignment comes from `u128`.
+pub(crate) struct FloorStack(Vec<u128>);
+
+impl FloorStack {
+    /// Allocates the stack.
+    pub(crate) fn new() -> Self {
+        FloorStack(vec![0u128; 64 * 1024 / 16])
+    }
+}
+
+/// The floor of process creation: `clone(CLONE_VM | CLONE_VFORK | SIGCHLD)`
+/// whose child exits with 0 at once, without exec (`csrc/spawn.c`). Returns
+/// the child's pid after the child has exited (that is what `CLONE_VFORK`
+/// waits for); the caller still reaps it.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/clone.2.html>
+pub(crate) fn clone_floor(stack: &mut FloorStack) -> io::Result<libc::pid_t> {
+    let bytes = std::mem::size_of_val(stack.0.as_slice());
+    // SAFETY: the stack is a live, exclusively borrowed buffer of `bytes`
+    // bytes; the parent is suspended (CLONE_VFORK) until the child has
+    // exited, so the buffer outlives the child's use of it, and the child
+    // touches nothing else of the shared memory.
+    let pid = unsafe { progeny_bench_clone_floor(stack.0.as_mut_ptr().cast(), bytes) };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(pid)
+}
+
+/// `waitpid(pid, 0)`, retried on `EINTR`, for a child this process created.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/waitpid.2.html>
+pub(crate) fn wait_pid(pid: libc::pid_t) -> io::Result<ExitStatus> {
+    loop {
+        let mut status: c_int = 0;
+        // SAFETY: `status` is a valid out-pointer for the call.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc == pid {
+            return Ok(ExitStatus::from_raw(status));
+        }
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
+/// Parent memory for the memory dimension: an anonymous private mapping
+/// whose every page has been written, so `fork` has real page tables to copy.
+///
+/// The mapping asks for ordinary pages (`MADV_NOHUGEPAGE`), so its page-table
+/// size, which is what `fork` copies, does not depend on the system's
+/// transparent-huge-page setting. Unmapped on drop.
+pub struct Ballast {
+    start: *mut c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned exclusively by this value and is plain
+// memory; nothing about it is tied to the creating thread.
+unsafe impl Send for Ballast {}
+
+impl Ballast {
+    /// Maps `bytes` bytes (rounded up to whole pages) and writes one byte in
+    /// every page. `0` maps nothing.
+    ///
+    /// Fails when `mmap` does (`ENOMEM`: not enough address space or commit
+    /// charge). Touching can still meet the OOM killer if the machine lacks
+    /// the memory, so callers check available memory first.
+    ///
+    /// # References
+    /// - <https://man7.org/linux/man-pages/man2/mmap.2.html>
+    /// - <https://man7.org/linux/man-pages/man2/madvise.2.html>
+    pub fn touch(bytes: u64) -> io::Result<Self> {
+        let len = usize::try_from(bytes).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "ballast larger than the address space",
+            )
+        })?;
+        if len == 0 {
+            return Ok(Ballast {
+                start: ptr::null_mut(),
+                len: 0,
+            });
+        }
+        let page = page_size();
+        // SAFETY: an anonymous private mapping at an address of the kernel's
+        // choosing; no existing memory is affected.
+        let start = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if start == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ballast = Ballast { start, len };
+        // SAFETY: advice on the mapping just created; failure (a kernel
+        // without THP) is harmless, so the result is ignored.
+        unsafe { libc::madvise(start, len, libc::MADV_NOHUGEPAGE) };
+        let base = start.cast::<u8>();
+        let mut offset = 0;
+        while offset < len {
+            // SAFETY: `offset < len`, inside the writable mapping; the
+            // volatile write keeps the compiler from eliding the touch.
+            unsafe { ptr::write_volatile(base.add(offset), 1) };
+            offset += page;
+        }
+        Ok(ballast)
+    }
+
+    /// Size of the mapping in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for the empty ballast (`touch(0)`).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Ballast {
+    fn drop(&mut self) {
+        if self.len != 0 {
+            // SAFETY: unmaps exactly the mapping this value owns; no
+            // references into it exist outside this value.
+            unsafe { libc::munmap(self.start, self.len) };
+        }
+    }
+}
+
+/// The system's page size in bytes.
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).unwrap_or(4096).max(1)
+}
+
+/// The running glibc's version (`gnu_get_libc_version`), or `None` on
+/// another C library.
+pub(crate) fn glibc_version() -> Option<String> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: returns a pointer to a static NUL-terminated string.
+        let version = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+        Some(version.to_string_lossy().into_owned())
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        None
+    }
+}

@@ -1,0 +1,53 @@
+//! Helpers shared by the integration tests (included with `mod common`).
+
+#![allow(missing_docs, dead_code)]
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use progeny_bench::Target;
+
+/// A fresh, private directory removed on drop.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Scratch {
+        let path = std::env::temp_dir().join(format!(
+            "progeny-bench-test-{tag}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Scratch(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A target that appends one byte to `file` each time it runs:
+/// `/bin/sh -c 'printf x >> "$0"' FILE`.
+pub fn appending_target(file: &Path) -> Target {
+    Target::new(
+        "append",
+        "/bin/sh",
+        vec![
+            OsString::from("-c"),
+            OsString::from("printf x >> \"$0\""),
+            file.as_os_str().to_owned(),
+        ],
+    )
+}
+
+/// How many times the appending target ran.
+pub fn runs(file: &Path) -> u64 {
+    std::fs::read(file).map(|b| b.len() as u64).unwrap_or(0)
+}

@@ -1,0 +1,259 @@
+//! `progeny bench ...`: the benchmark subcommands.
+//!
+//! Each subcommand is a variant of [`BenchCommand`] with its own arguments
+//! struct and a `run` function; adding one is a variant plus a match arm.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use progeny_bench::harness::{Event, Observer, SpawnBenchConfig};
+use progeny_bench::method::Method;
+use progeny_bench::report::SpawnReport;
+use progeny_bench::target::TargetSpec;
+use progeny_bench::units::{format_bytes, parse_list, parse_size};
+use progeny_bench::{plot, table};
+
+use crate::CliResult;
+
+/// Arguments of `progeny bench`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    Spawn(SpawnArgs),
+    Show(ShowArgs),
+}
+
+/// Runs a `progeny bench` subcommand.
+pub(crate) fn run(args: BenchArgs) -> CliResult {
+    match args.command {
+        BenchCommand::Spawn(args) => run_spawn(args),
+        BenchCommand::Show(args) => run_show(args),
+    }
+}
+
+/// Compare the ways to start a process: spawn, exec, exit and wait, per method.
+///
+/// Every method spawns the same target with the same housekeeping (stdout to
+/// /dev/null, stdin and stderr inherited, the same argv and environment), is
+/// timed per spawn by the same clock in this process, and must see exit
+/// status 0: a method that fails is reported as FAILED, never as fast.
+///
+/// For each parent-memory point the benchmark first maps and writes every
+/// page of that much memory (ordinary 4 KiB pages), then runs one cell per
+/// target and thread count. In a cell the methods take turns in short slices
+/// (A B C, B C A, ...), so drift hits them all alike. A method's cell ends
+/// after --iterations spawns, or once the cell's --budget is spent and it has
+/// --min-iterations spawns: fast methods get thousands of samples, fork from
+/// a 4 GiB parent (tens of ms per spawn) gets a handful. Run time is thus
+/// about budget × targets × memory points × thread counts, plus touching the
+/// memory and the external peers: with the defaults (2 × 4 × 2 cells of
+/// 1.5 s) about a minute. The first run also builds the Go peer, which can
+/// add several seconds.
+///
+/// External peers (python-popen, python-posix_spawn, go-exec) run their own
+/// timed loop in their own process, by necessity with their own clock, at
+/// their own memory and on one thread; a peer whose runtime is missing is
+/// skipped with a note.
+#[derive(Debug, Args)]
+struct SpawnArgs {
+    /// Methods to compare, comma-separated, or `all`. Known: progeny,
+    /// progeny-clone, std, fork, vfork, posix_spawn, clone-floor (no exec:
+    /// the floor of process creation), python-popen, python-posix_spawn,
+    /// go-exec.
+    #[arg(long, value_name = "LIST", default_value = "all")]
+    methods: String,
+
+    /// Targets, comma-separated: `true` (/bin/true), `noop` (a static
+    /// executable whose only instruction is exit: the exec floor), or
+    /// absolute paths.
+    #[arg(long, value_name = "LIST", default_value = "true,noop")]
+    targets: String,
+
+    /// Parent memory to touch before spawning, comma-separated sizes with
+    /// K, M, G suffixes (powers of 1024).
+    #[arg(long, value_name = "LIST", default_value = "0,256M,1G,4G")]
+    memory: String,
+
+    /// Numbers of threads spawning at once, comma-separated; spawns/s counts
+    /// all threads together.
+    #[arg(long, value_name = "LIST", default_value = "1,2")]
+    threads: String,
+
+    /// Most measured spawns per method in each cell.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    iterations: u64,
+
+    /// Fewest measured spawns per method in each cell, even past the budget.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    min_iterations: u64,
+
+    /// Unmeasured spawns per method at the start of each cell (cut short
+    /// after 50 ms).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    warmup: u64,
+
+    /// Time budget of one cell (target × memory × threads) in seconds,
+    /// shared by its methods.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.5)]
+    budget: f64,
+
+    /// Write every raw figure and the machine's description to FILE (JSON).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Draw latency-vs-memory and latency-distribution PNGs into DIR.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// Print the tables of a saved spawn benchmark report, and redraw its plots.
+#[derive(Debug, Args)]
+struct ShowArgs {
+    /// A report written by `progeny bench spawn --json FILE`.
+    #[arg(value_name = "FILE")]
+    json: PathBuf,
+
+    /// Draw the plots into DIR.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+}
+
+fn option_error(
+    flag: &str,
+    error: impl std::fmt::Display,
+) -> Box<dyn std::error::Error + Send + Sync> {
+    format!("{flag}: {error}").into()
+}
+
+impl SpawnArgs {
+    fn config(&self) -> Result<SpawnBenchConfig, Box<dyn std::error::Error + Send + Sync>> {
+        let methods = if self.methods.trim() == "all" {
+            Method::ALL.to_vec()
+        } else {
+            parse_list(&self.methods, "method", Method::parse)
+                .map_err(|e| option_error("--methods", e))?
+        };
+        let targets = parse_list(&self.targets, "target", TargetSpec::parse)
+            .map_err(|e| option_error("--targets", e))?;
+        let memory_bytes = parse_list(&self.memory, "memory", parse_size)
+            .map_err(|e| option_error("--memory", e))?;
+        let threads = parse_list(&self.threads, "threads", |text| {
+            text.parse::<u32>()
+                .ok()
+                .filter(|&n| (1..=1024).contains(&n))
+                .ok_or_else(|| format!("invalid thread count {text:?}: expected 1 to 1024"))
+        })
+        .map_err(|e| option_error("--threads", e))?;
+        if !(self.budget.is_finite() && self.budget > 0.0 && self.budget <= 3600.0) {
+            return Err(option_error(
+                "--budget",
+                format!("{} is not between 0 and 3600 seconds", self.budget),
+            ));
+        }
+        Ok(SpawnBenchConfig {
+            methods,
+            targets,
+            memory_bytes,
+            threads,
+            iterations: self.iterations,
+            min_iterations: self.min_iterations,
+            warmup: self.warmup,
+            budget: Duration::from_secs_f64(self.budget),
+        })
+    }
+}
+
+/// Shows the run's progress on stderr (hidden when stderr is not a
+/// terminal, or with --quiet).
+struct ProgressDisplay {
+    bar: ProgressBar,
+    step: u64,
+}
+
+/// Resolution of the bar within one step.
+const TICKS_PER_STEP: u64 = 1000;
+
+impl Observer for ProgressDisplay {
+    fn event(&mut self, event: Event<'_>) {
+        match event {
+            Event::Start { steps } => self.bar.set_length(steps * TICKS_PER_STEP),
+            Event::Touching { memory_bytes } => self.bar.set_message(format!(
+                "touching {} of parent memory",
+                format_bytes(memory_bytes)
+            )),
+            Event::Step { step, label } => {
+                self.step = step;
+                self.bar.set_position(step * TICKS_PER_STEP);
+                self.bar.set_message(label.to_owned());
+            }
+            Event::StepProgress { fraction } => self.bar.set_position(
+                self.step * TICKS_PER_STEP + (fraction * TICKS_PER_STEP as f64) as u64,
+            ),
+            Event::Note(note) => self.bar.println(format!("note: {note}")),
+        }
+    }
+}
+
+fn run_spawn(args: SpawnArgs) -> CliResult {
+    let config = args.config()?;
+    config.validate()?;
+    let target = if args.quiet {
+        ProgressDrawTarget::hidden()
+    } else {
+        ProgressDrawTarget::stderr()
+    };
+    let bar = ProgressBar::with_draw_target(Some(0), target);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:32.cyan/blue} {percent:>3}% {elapsed:>4} {wide_msg}")
+            .map_err(|e| option_error("progress bar", e))?
+            .progress_chars("=> "),
+    );
+    let mut display = ProgressDisplay { bar, step: 0 };
+    let report = progeny_bench::run_spawn_bench(&config, &mut display);
+    display.bar.finish_and_clear();
+    let report = report?;
+
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(table::spawn_tables(&report).as_bytes())?;
+    stdout.flush()?;
+
+    let plotted_from = if let Some(path) = &args.json {
+        report.write_json(path)?;
+        writeln!(stdout, "wrote {}", path.display())?;
+        // Plots are drawn from the file just written, so what they show is
+        // exactly what the JSON holds.
+        SpawnReport::read_json(path)?
+    } else {
+        report
+    };
+    if let Some(dir) = &args.plot {
+        for path in plot::spawn_plots(&plotted_from, dir)? {
+            writeln!(stdout, "wrote {}", path.display())?;
+        }
+    }
+    Ok(())
+}
+
+fn run_show(args: ShowArgs) -> CliResult {
+    let report = SpawnReport::read_json(&args.json)?;
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(table::spawn_tables(&report).as_bytes())?;
+    if let Some(dir) = &args.plot {
+        for path in plot::spawn_plots(&report, dir)? {
+            writeln!(stdout, "wrote {}", path.display())?;
+        }
+    }
+    Ok(())
+}

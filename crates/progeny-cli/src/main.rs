@@ -1,0 +1,66 @@
+//! `progeny`: measure how processes are created on this machine.
+//!
+//! A thin shell over the libraries: `main` parses the command line and hands
+//! it to [`run`], which calls a library function and turns its error into
+//! one line on stderr and exit status 2. A closed stdout (`progeny ... |
+//! head`) is not an error: the command exits 0.
+
+mod bench;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// What a subcommand returns: any error becomes one line on stderr.
+pub(crate) type CliResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+/// Measure process creation on Linux: progeny against fork, vfork,
+/// posix_spawn, std::process::Command and other runtimes.
+#[derive(Debug, Parser)]
+#[command(name = "progeny", version, propagate_version = true)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Benchmarks (the spawn comparison, and redrawing its tables and plots).
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    run(Cli::parse())
+}
+
+/// Runs the parsed command line and maps the outcome to an exit status.
+fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Bench(args) => bench::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) if is_broken_pipe(error.as_ref()) => ExitCode::SUCCESS,
+        Err(error) => {
+            let message = error.to_string();
+            let line = message.lines().next().unwrap_or("failed");
+            eprintln!("progeny: {line}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// True when the error is a write to a closed pipe (the reader went away,
+/// as `head` does): the output was simply not wanted any more.
+fn is_broken_pipe(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(io_error) = error.downcast_ref::<std::io::Error>() {
+            if io_error.kind() == std::io::ErrorKind::BrokenPipe {
+                return true;
+            }
+        }
+        current = error.source();
+    }
+    false
+}
