@@ -62,7 +62,7 @@ impl Default for SpawnBenchConfig {
             iterations: 2000,
             min_iterations: 5,
             warmup: 10,
-            budget: Duration::from_millis(1500),
+            budget: Duration::from_secs(2),
         }
     }
 }

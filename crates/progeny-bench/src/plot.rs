@@ -313,6 +313,7 @@ pub fn draw_distributions(
             .configure_mesh()
             .x_desc("µs per spawn (log)")
             .y_desc("% of spawns")
+            .x_labels(12)
             .x_label_formatter(&axis_label)
             .y_label_formatter(&axis_label)
             .label_style((FONT, 12))
@@ -431,8 +432,14 @@ pub fn spawn_plots(report: &SpawnReport, dir: &Path) -> io::Result<Vec<PathBuf>>
                 continue;
             }
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            // The legend carries the least-squares slope, the figure the
+            // picture is about: fork climbs, the others stay flat.
+            let label = match crate::table::least_squares_slope(&points) {
+                Some(slope) => format!("{method}  {slope:+.0} µs/GiB"),
+                None => method.clone(),
+            };
             series.push(Series {
-                label: method.clone(),
+                label,
                 points,
                 color: color_of(method),
             });
@@ -512,7 +519,7 @@ pub fn spawn_plots(report: &SpawnReport, dir: &Path) -> io::Result<Vec<PathBuf>>
         draw_distributions(
             &path,
             &format!(
-                "{} ({}): latency per spawn, parent memory {}, {threads} thread{}",
+                "{} ({}): µs per spawn, parent memory {}, {threads} thread{} (black: median, red: p99)",
                 target.name,
                 target.about,
                 format_bytes(smallest_memory),

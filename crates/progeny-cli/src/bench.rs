@@ -54,14 +54,15 @@ pub(crate) fn run(args: BenchArgs) -> CliResult {
 /// --min-iterations spawns: fast methods get thousands of samples, fork from
 /// a 4 GiB parent (tens of ms per spawn) gets a handful. Run time is thus
 /// about budget × targets × memory points × thread counts, plus touching the
-/// memory and the external peers: with the defaults (2 × 4 × 2 cells of
-/// 1.5 s) about a minute. The first run also builds the Go peer, which can
-/// add several seconds.
+/// memory and the external peers: with the defaults (2 targets × 4 memory
+/// points × 2 thread counts = 16 cells of 2 s) about a minute on 2 cores.
+/// The first run also builds the Go peer, which can add several seconds.
 ///
 /// External peers (python-popen, python-posix_spawn, go-exec) run their own
 /// timed loop in their own process, by necessity with their own clock, at
-/// their own memory and on one thread; a peer whose runtime is missing is
-/// skipped with a note.
+/// their own memory and on one thread, for about the share of a cell's
+/// budget that one in-process method gets; a peer whose runtime is missing
+/// is skipped with a note.
 #[derive(Debug, Args)]
 struct SpawnArgs {
     /// Methods to compare, comma-separated, or `all`. Known: progeny,
@@ -72,8 +73,8 @@ struct SpawnArgs {
     methods: String,
 
     /// Targets, comma-separated: `true` (/bin/true), `noop` (a static
-    /// executable whose only instruction is exit: the exec floor), or
-    /// absolute paths.
+    /// executable without libc whose whole life is one exit system call:
+    /// the exec floor), or absolute paths.
     #[arg(long, value_name = "LIST", default_value = "true,noop")]
     targets: String,
 
@@ -102,7 +103,7 @@ struct SpawnArgs {
 
     /// Time budget of one cell (target × memory × threads) in seconds,
     /// shared by its methods.
-    #[arg(long, value_name = "SECONDS", default_value_t = 1.5)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     budget: f64,
 
     /// Write every raw figure and the machine's description to FILE (JSON).

@@ -9,6 +9,7 @@ mod bench;
 
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
 /// What a subcommand returns: any error becomes one line on stderr.
@@ -30,7 +31,32 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    run(Cli::parse())
+    run(parse())
+}
+
+/// Parses the command line. `--help` and `--version` print and exit 0; a
+/// missing subcommand prints the help and exits 2; any other usage error
+/// prints one line (clap's first) and exits 2, like every other error of
+/// this command.
+fn parse() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version (stdout, 0), and a missing subcommand (its
+        // help on stderr, 2).
+        Err(error)
+            if !error.use_stderr()
+                || error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+        {
+            error.exit()
+        }
+        Err(error) => {
+            let text = error.render().to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("progeny: {first} (see --help)");
+            std::process::exit(2);
+        }
+    }
 }
 
 /// Runs the parsed command line and maps the outcome to an exit status.
