@@ -1,0 +1,262 @@
+//! The copy-on-write bill: what a live snapshot child costs the original's writes.
+//!
+//! [`probe`] maps and touches `pages` pages, then writes one byte to each of `writes` random
+//! pages twice, timing every write: once with no snapshot, once while a [`snapshot_me`] child
+//! shares the pages (each first write to a shared page faults and copies it). Both runs write
+//! to pages that are present and dirty, so the child is the only difference.
+//!
+//! # References
+//! - [fork(2), copy-on-write](https://man7.org/linux/man-pages/man2/fork.2.html)
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use crate::self_snapshot::snapshot_me;
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct CowOptions {
+    /// Pages mapped and touched before measuring.
+    pub pages: usize,
+    /// Random pages written (each at most once per run), at most `pages`.
+    pub writes: usize,
+    /// Kill the snapshot child after this long (as an analysis would finish), `None` to keep it
+    /// for the whole run.
+    pub child_lifetime: Option<Duration>,
+    /// Seed of the page order.
+    pub seed: u64,
+}
+
+impl Default for CowOptions {
+    fn default() -> Self {
+        CowOptions {
+            pages: 100_000,
+            writes: 100_000,
+            child_lifetime: None,
+            seed: 0x5eed,
+        }
+    }
+}
+
+/// The timed writes of one run.
+#[derive(Clone, Debug)]
+pub struct CowRun {
+    /// Per-write latency in nanoseconds, in write order.
+    pub latencies_ns: Vec<u64>,
+    /// Wall time of the whole run (sum of writes and timer overhead).
+    pub total: Duration,
+}
+
+/// Summary figures of one run's latencies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LatencySummary {
+    /// Fastest write, ns.
+    pub min: u64,
+    /// Median write, ns.
+    pub median: u64,
+    /// 99th percentile, ns.
+    pub p99: u64,
+    /// Slowest write, ns.
+    pub max: u64,
+    /// Sum of all writes, ns.
+    pub sum: u64,
+}
+
+impl CowRun {
+    /// Min, median, p99, max and sum of the latencies.
+    pub fn summary(&self) -> LatencySummary {
+        summarize(&self.latencies_ns)
+    }
+
+    /// Median latency (ns) of the writes in each window `[lo, hi)` of write indices, for the
+    /// windows 0-10, 10-100, 100-1000, ... up to the run's length: how the cost decays.
+    pub fn decay(&self) -> Vec<(usize, usize, u64)> {
+        let mut windows = Vec::new();
+        let (mut lo, mut hi) = (0usize, 10usize);
+        while lo < self.latencies_ns.len() {
+            let end = hi.min(self.latencies_ns.len());
+            windows.push((lo, end, summarize(&self.latencies_ns[lo..end]).median));
+            lo = hi;
+            hi *= 10;
+        }
+        windows
+    }
+}
+
+fn summarize(values: &[u64]) -> LatencySummary {
+    if values.is_empty() {
+        return LatencySummary {
+            min: 0,
+            median: 0,
+            p99: 0,
+            max: 0,
+            sum: 0,
+        };
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+    LatencySummary {
+        min: sorted[0],
+        median: at(0.5),
+        p99: at(0.99),
+        max: sorted[sorted.len() - 1],
+        sum: sorted.iter().sum(),
+    }
+}
+
+/// Both runs of a probe.
+#[derive(Clone, Debug)]
+pub struct CowReport {
+    /// The options used.
+    pub options: CowOptions,
+    /// Writes with no snapshot child.
+    pub baseline: CowRun,
+    /// Writes while a snapshot child shares the pages.
+    pub with_snapshot: CowRun,
+    /// Writes done before the child was killed (all of them if it lived throughout).
+    pub writes_while_child_lived: usize,
+}
+
+impl CowReport {
+    /// Extra time the snapshot cost the writes: sum with child minus sum without.
+    pub fn extra(&self) -> Duration {
+        let with = self.with_snapshot.summary().sum;
+        let without = self.baseline.summary().sum;
+        Duration::from_nanos(with.saturating_sub(without))
+    }
+}
+
+/// An anonymous private mapping, unmapped on drop.
+struct Region {
+    addr: *mut u8,
+    len: usize,
+}
+
+impl Region {
+    fn new(len: usize) -> io::Result<Region> {
+        // SAFETY: anonymous mapping with no address hint; the result is checked.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Region {
+            addr: addr.cast(),
+            len,
+        })
+    }
+
+    /// Writes `value` to the first byte of page `page`, volatile so the compiler keeps every
+    /// write (the whole point is the fault it may take).
+    #[inline(always)]
+    fn touch(&self, page: usize, value: u8) {
+        assert!(page * PAGE < self.len);
+        // SAFETY: the offset is inside the mapping (checked above), which is writable.
+        unsafe { self.addr.add(page * PAGE).write_volatile(value) };
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping created in `new`, which nothing borrows any more.
+        unsafe { libc::munmap(self.addr.cast(), self.len) };
+    }
+}
+
+const PAGE: usize = 4096;
+
+/// Runs the probe (see the module docs).
+///
+/// # Errors
+/// Fails if the memory cannot be mapped or the snapshot child cannot be created; `writes`
+/// larger than `pages` or zero pages are refused as `InvalidInput`.
+pub fn probe(options: &CowOptions) -> io::Result<CowReport> {
+    if options.pages == 0 || options.writes == 0 || options.writes > options.pages {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "need 0 < writes ({}) <= pages ({})",
+                options.writes, options.pages
+            ),
+        ));
+    }
+    let region = Region::new(options.pages * PAGE)?;
+    for page in 0..options.pages {
+        region.touch(page, 1);
+    }
+    let order = random_order(options.pages, options.writes, options.seed);
+
+    let baseline = timed_writes(&region, &order, 2, None);
+    let snapshot = snapshot_me()?;
+    let mut snapshot = Some(snapshot);
+    let mut lived = order.len();
+    let with_snapshot = timed_writes(
+        &region,
+        &order,
+        3,
+        options.child_lifetime.map(|lifetime| {
+            (lifetime, &mut snapshot, &mut lived) as (Duration, &mut Option<_>, &mut usize)
+        }),
+    );
+    drop(snapshot);
+    Ok(CowReport {
+        options: options.clone(),
+        baseline,
+        with_snapshot,
+        writes_while_child_lived: lived,
+    })
+}
+
+type Lifetime<'a> = (
+    Duration,
+    &'a mut Option<crate::SelfSnapshot>,
+    &'a mut usize,
+);
+
+fn timed_writes(region: &Region, order: &[usize], value: u8, mut lifetime: Option<Lifetime>) -> CowRun {
+    let mut latencies = Vec::with_capacity(order.len());
+    let start = Instant::now();
+    for (index, &page) in order.iter().enumerate() {
+        if let Some((limit, snapshot, lived)) = lifetime.as_mut() {
+            if snapshot.is_some() && start.elapsed() >= *limit {
+                **snapshot = None;
+                **lived = index;
+            }
+        }
+        let before = Instant::now();
+        region.touch(page, value);
+        latencies.push(before.elapsed().as_nanos() as u64);
+    }
+    CowRun {
+        latencies_ns: latencies,
+        total: start.elapsed(),
+    }
+}
+
+/// The first `count` entries of a seeded random permutation of `0..pages` (xorshift64*,
+/// Fisher-Yates): distinct pages in an order the prefetcher cannot follow.
+fn random_order(pages: usize, count: usize, seed: u64) -> Vec<usize> {
+    let mut state = seed | 1;
+    let mut next = || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    let mut all: Vec<usize> = (0..pages).collect();
+    for i in 0..count {
+        let j = i + (next() % (pages - i) as u64) as usize;
+        all.swap(i, j);
+    }
+    all.truncate(count);
+    all
+}

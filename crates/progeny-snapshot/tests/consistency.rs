@@ -1,0 +1,49 @@
+//! A target snapshotted again and again computes exactly what an untouched run computes, never
+//! sees a SIGCHLD, and is left with no child: registers, floating-point state, signal masks and
+//! interrupted syscalls all survive the injection.
+
+mod common;
+
+use common::{field, Target};
+use progeny_snapshot::{Snapshot, SnapshotOptions};
+
+fn snapshot_repeatedly(threads: &str, rounds: &str, snapshots: usize) {
+    let reference = Target::start(&["checksum", threads, rounds]);
+    let target = Target::start(&["checksum", threads, rounds]);
+    let max_threads: usize = threads.parse().unwrap();
+    let mut children = Vec::new();
+    let mut saw_every_thread = 0;
+    for _ in 0..snapshots {
+        let snapshot = Snapshot::take(target.pid(), &SnapshotOptions::default())
+            .unwrap_or_else(|err| panic!("snapshot of {}: {err}", target.pid()));
+        assert!((1..=max_threads).contains(&snapshot.threads().len()));
+        saw_every_thread += usize::from(snapshot.threads().len() == max_threads);
+        assert!(snapshot.pause() > std::time::Duration::ZERO);
+        children.push(snapshot.child());
+    }
+    // Most snapshots must have caught the target computing, not already done.
+    assert!(saw_every_thread >= snapshots / 2, "only {saw_every_thread} saw all threads");
+    common::assert_not_stopped_or_traced(target.pid());
+    assert!(common::children_of(target.pid()).is_empty(), "a snapshot child was left behind");
+    for child in children {
+        assert!(!common::alive(child), "snapshot child {child} still alive");
+    }
+
+    let expected = reference.finish();
+    let report = target.finish();
+    assert_eq!(field(&report, "checksum"), field(&expected, "checksum"), "{report}");
+    assert_eq!(field(&report, "sigchld"), "0", "{report}");
+    // wait(-1) saw nothing: no child at all (ECHILD), and the __WALL probe agrees.
+    assert_eq!(field(&report, "plain_wait"), format!("-1/{}", libc::ECHILD), "{report}");
+    assert_eq!(field(&report, "children"), "none", "{report}");
+}
+
+#[test]
+fn single_threaded_target_survives_200_snapshots_with_the_same_checksum() {
+    snapshot_repeatedly("1", "4000", 200);
+}
+
+#[test]
+fn sixty_four_threads_survive_200_snapshots_with_the_same_checksum() {
+    snapshot_repeatedly("64", "400", 200);
+}
