@@ -45,6 +45,8 @@ pub struct CowRun {
     pub latencies_ns: Vec<u64>,
     /// Wall time of the whole run (sum of writes and timer overhead).
     pub total: Duration,
+    /// Minor page faults the writing thread took during the run (`getrusage(RUSAGE_THREAD)`).
+    pub minor_faults: u64,
 }
 
 /// Summary figures of one run's latencies.
@@ -224,6 +226,7 @@ type Lifetime<'a> = (
 
 fn timed_writes(region: &Region, order: &[usize], value: u8, mut lifetime: Option<Lifetime>) -> CowRun {
     let mut latencies = Vec::with_capacity(order.len());
+    let faults_before = minor_faults();
     let start = Instant::now();
     for (index, &page) in order.iter().enumerate() {
         if let Some((limit, snapshot, lived)) = lifetime.as_mut() {
@@ -236,10 +239,24 @@ fn timed_writes(region: &Region, order: &[usize], value: u8, mut lifetime: Optio
         region.touch(page, value);
         latencies.push(before.elapsed().as_nanos() as u64);
     }
+    let total = start.elapsed();
     CowRun {
         latencies_ns: latencies,
-        total: start.elapsed(),
+        total,
+        minor_faults: minor_faults().saturating_sub(faults_before),
     }
+}
+
+/// Minor faults of the calling thread so far.
+///
+/// # References
+/// - [getrusage(2)](https://man7.org/linux/man-pages/man2/getrusage.2.html)
+fn minor_faults() -> u64 {
+    // SAFETY: rusage is plain data; zeroed is valid and the kernel fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a live local of the right type.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    usage.ru_minflt as u64
 }
 
 /// The first `count` entries of a seeded random permutation of `0..pages` (xorshift64*,

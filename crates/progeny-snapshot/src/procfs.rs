@@ -17,6 +17,8 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 pub(crate) struct Stat {
     /// One-letter state: `R`, `S`, `D`, `T`, `t`, `Z`, `X`, ...
     pub state: char,
+    /// The parent's pid.
+    pub ppid: i32,
     /// The kernel's `PF_*` flags.
     pub flags: u64,
 }
@@ -48,11 +50,15 @@ pub(crate) fn read_stat(path: &str) -> io::Result<Stat> {
         .and_then(|s| s.chars().next())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "stat without state"))?;
     // Fields after the state: ppid pgrp session tty_nr tpgid flags.
+    let ppid = fields
+        .next()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "stat without ppid"))?;
     let flags = fields
-        .nth(5)
+        .nth(4)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "stat without flags"))?;
-    Ok(Stat { state, flags })
+    Ok(Stat { state, ppid, flags })
 }
 
 /// The thread ids listed in `/proc/PID/task`, ascending.

@@ -205,3 +205,33 @@ pub(crate) fn wait(tid: i32) -> io::Result<WaitStatus> {
         Ok(WaitStatus::Gone)
     }
 }
+
+/// Like [`wait`], but an exit is only observed, not consumed (`waitid` with `WNOWAIT`): used
+/// for a target that is also our own child, whose exit status belongs to the code that
+/// spawned it, not to the snapshot.
+pub(crate) fn wait_keeping_exit(tid: i32) -> io::Result<WaitStatus> {
+    loop {
+        // SAFETY: siginfo_t is plain data; zeroed is a valid value the kernel overwrites.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a live local of the right type.
+        let ret = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                tid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WSTOPPED | libc::WNOWAIT | libc::__WALL,
+            )
+        };
+        if ret == -1 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        return match info.si_code {
+            libc::CLD_EXITED | libc::CLD_KILLED | libc::CLD_DUMPED => Ok(WaitStatus::Gone),
+            _ => wait(tid),
+        };
+    }
+}

@@ -629,6 +629,8 @@ enum Tracee {
 struct Group {
     pid: i32,
     threads: BTreeMap<i32, Tracee>,
+    /// The target is our own child: its exit status is not ours to consume.
+    parent_is_us: bool,
 }
 
 impl Group {
@@ -636,6 +638,8 @@ impl Group {
         Group {
             pid,
             threads: BTreeMap::new(),
+            parent_is_us: procfs::read_stat(&format!("/proc/{pid}/stat"))
+                .is_ok_and(|stat| stat.ppid == std::process::id() as i32),
         }
     }
 
@@ -743,7 +747,12 @@ impl Group {
     /// arrives first and adopting threads it creates.
     fn stop_one(&mut self, tid: i32) -> Result<(), SnapshotError> {
         loop {
-            let status = match ptrace::wait(tid) {
+            let waited = if tid == self.pid && self.parent_is_us {
+                ptrace::wait_keeping_exit(tid)
+            } else {
+                ptrace::wait(tid)
+            };
+            let status = match waited {
                 Ok(status) => status,
                 Err(err) if err.raw_os_error() == Some(libc::ECHILD) => WaitStatus::Gone,
                 Err(err) => return Err(SnapshotError::io("waitpid", err)),

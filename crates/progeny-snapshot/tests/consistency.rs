@@ -45,5 +45,5 @@ fn single_threaded_target_survives_200_snapshots_with_the_same_checksum() {
 
 #[test]
 fn sixty_four_threads_survive_200_snapshots_with_the_same_checksum() {
-    snapshot_repeatedly("64", "400", 200);
+    snapshot_repeatedly("64", "1200", 200);
 }
