@@ -61,6 +61,41 @@ pub enum Step {
     SetSid = 11,
     /// `execve`. `index` is the program candidate whose error is reported.
     Exec = 12,
+    /// Waiting for the parent to finish its part (user namespace maps): the parent went away.
+    ParentSync = 13,
+    /// `prctl(PR_SET_PDEATHSIG)`.
+    ParentDeathSignal = 14,
+    /// The parent died before the death signal was armed: the child exits instead of running
+    /// orphaned.
+    ParentGone = 15,
+    /// Moving into the cgroup by writing `cgroup.procs`.
+    CgroupMove = 16,
+    /// `sethostname`.
+    Hostname = 17,
+    /// `ioctl(TIOCSCTTY)`.
+    ControllingTty = 18,
+    /// `tcsetpgrp` (`ioctl(TIOCSPGRP)`).
+    Foreground = 19,
+    /// `prlimit64`. `index` is the limit.
+    Rlimit = 20,
+    /// `setpriority`.
+    Nice = 21,
+    /// `ioprio_set`.
+    IoPriority = 22,
+    /// `sched_setaffinity`.
+    CpuAffinity = 23,
+    /// `prctl(PR_CAPBSET_DROP)`. `index` is the capability.
+    CapabilityBound = 24,
+    /// `prctl(PR_CAP_AMBIENT_CLEAR_ALL)`.
+    AmbientCapabilities = 25,
+    /// `prctl(PR_SET_NO_NEW_PRIVS)`.
+    NoNewPrivs = 26,
+    /// Parent side: writing the child's `uid_map`.
+    UidMap = 27,
+    /// Parent side: writing the child's `gid_map` (or `setgroups`).
+    GidMap = 28,
+    /// Parent side: `clone3` itself refused (for example `CLONE_INTO_CGROUP`).
+    Clone = 29,
 }
 
 impl Step {
@@ -79,6 +114,23 @@ impl Step {
             10 => Step::SetPgid,
             11 => Step::SetSid,
             12 => Step::Exec,
+            13 => Step::ParentSync,
+            14 => Step::ParentDeathSignal,
+            15 => Step::ParentGone,
+            16 => Step::CgroupMove,
+            17 => Step::Hostname,
+            18 => Step::ControllingTty,
+            19 => Step::Foreground,
+            20 => Step::Rlimit,
+            21 => Step::Nice,
+            22 => Step::IoPriority,
+            23 => Step::CpuAffinity,
+            24 => Step::CapabilityBound,
+            25 => Step::AmbientCapabilities,
+            26 => Step::NoNewPrivs,
+            27 => Step::UidMap,
+            28 => Step::GidMap,
+            29 => Step::Clone,
             _ => return None,
         })
     }
@@ -100,7 +152,8 @@ impl Failure {
     /// The size of a failure on the wire (used by the fork backend's report pipe).
     pub const WIRE_SIZE: usize = 12;
 
-    fn new(step: Step, errno: Errno, index: usize) -> Failure {
+    /// A failure of `step` with `errno` at item `index`.
+    pub fn new(step: Step, errno: Errno, index: usize) -> Failure {
         Failure {
             step: step as u32,
             errno: errno.raw(),
@@ -141,6 +194,17 @@ pub struct FdMap {
     /// Where the child keeps the relocated copy: scratch space in the plan, so the child needs no
     /// memory of its own (the parent sets it to -1).
     pub moved: c_int,
+}
+
+/// One resource limit to set in the child.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Rlimit {
+    /// `RLIMIT_*`.
+    pub resource: u32,
+    /// Soft limit (`RLIM_INFINITY` is `u64::MAX`).
+    pub soft: u64,
+    /// Hard limit.
+    pub hard: u64,
 }
 
 /// What happens to signal dispositions in the child.
@@ -187,6 +251,34 @@ pub struct Plan<'a> {
     pub signal_reset: SignalReset,
     /// The signal mask the program starts with.
     pub sigmask: KernelSigset,
+    /// A pipe to read one byte from before anything else, or -1: the parent writes it once it has
+    /// done its part (user namespace maps). End of file means the parent is gone.
+    pub sync_fd: c_int,
+    /// `(signal, parent pid)`: arm `PR_SET_PDEATHSIG`, then check that the parent is still the
+    /// one that cloned us.
+    pub parent_death: Option<(c_int, i32)>,
+    /// A `cgroup.procs` opened for writing, or -1: the child moves itself there.
+    pub cgroup_procs_fd: c_int,
+    /// Host name to set (in a new UTS namespace).
+    pub hostname: Option<&'a [u8]>,
+    /// Descriptor (in the child) of the terminal to make the controlling terminal, or -1.
+    pub controlling_tty: c_int,
+    /// Descriptor (in the child) of the terminal whose foreground group becomes the child's, or -1.
+    pub foreground_tty: c_int,
+    /// Resource limits.
+    pub rlimits: &'a [Rlimit],
+    /// Nice value.
+    pub nice: Option<i32>,
+    /// I/O priority (`IOPRIO_PRIO_VALUE(class, data)`).
+    pub ioprio: Option<u16>,
+    /// CPU mask words for `sched_setaffinity`.
+    pub cpu_affinity: Option<&'a [u64]>,
+    /// Capabilities to drop from the bounding set.
+    pub bounding_drop: &'a [u32],
+    /// Clear the ambient capability set.
+    pub clear_ambient: bool,
+    /// Set `no_new_privs`.
+    pub no_new_privs: bool,
 }
 
 /// Runs the plan up to `execve`; returns only on failure, with the first failure.
@@ -199,16 +291,70 @@ pub fn execute(plan: &mut Plan<'_>) -> Failure {
     }
 }
 
-/// Everything before `execve`, in std's order: descriptors, ids, directory, process group, signals.
+/// Everything before `execve`: the parent's go-ahead and the death signal first, then the cgroup,
+/// descriptors, session and terminal, limits, capabilities, ids, directory, and signals last.
 ///
 /// Runs in the cloned child: async-signal-safe, no allocation, no locks.
 fn setup(plan: &mut Plan<'_>) -> Result<(), Failure> {
+    if plan.sync_fd >= 0 {
+        let mut byte = [0u8; 1];
+        match sys::read(plan.sync_fd, &mut byte) {
+            Ok(1) => {}
+            Ok(_) => return Err(Failure::new(Step::ParentSync, Errno(libc::EPIPE), 0)),
+            Err(e) => return Err(Failure::new(Step::ParentSync, e, 0)),
+        }
+    }
+    if let Some((sig, parent)) = plan.parent_death {
+        sys::prctl(libc::PR_SET_PDEATHSIG, sig as usize, 0, 0, 0)
+            .map_err(|e| Failure::new(Step::ParentDeathSignal, e, 0))?;
+        // The parent may have died before the signal was armed: then nothing would ever deliver
+        // it, and the child must not run on as an orphan.
+        if sys::getppid() != parent {
+            return Err(Failure::new(Step::ParentGone, Errno::SRCH, 0));
+        }
+    }
+    if plan.cgroup_procs_fd >= 0 {
+        // "0" moves the writing process.
+        sys::write(plan.cgroup_procs_fd, b"0").map_err(|e| Failure::new(Step::CgroupMove, e, 0))?;
+    }
     place_fds(plan.fds, plan.relocate_floor)?;
     for &(first, last) in plan.close_ranges {
         close_other_fds(first, last).map_err(|e| Failure::new(Step::CloseOtherFds, e, 0))?;
     }
     if plan.setsid {
         sys::setsid().map_err(|e| Failure::new(Step::SetSid, e, 0))?;
+    }
+    if plan.controlling_tty >= 0 {
+        sys::ioctl_tiocsctty(plan.controlling_tty)
+            .map_err(|e| Failure::new(Step::ControllingTty, e, 0))?;
+    }
+    if let Some(pgid) = plan.pgroup {
+        sys::setpgid(0, pgid).map_err(|e| Failure::new(Step::SetPgid, e, 0))?;
+    }
+    if plan.foreground_tty >= 0 {
+        // SIGTTOU is still blocked here (the parent blocked everything before cloning), so a
+        // background child may take the terminal.
+        let pgrp = sys::getpgrp().map_err(|e| Failure::new(Step::Foreground, e, 0))?;
+        sys::ioctl_tiocspgrp(plan.foreground_tty, pgrp)
+            .map_err(|e| Failure::new(Step::Foreground, e, 0))?;
+    }
+    if let Some(name) = plan.hostname {
+        sys::sethostname(name).map_err(|e| Failure::new(Step::Hostname, e, 0))?;
+    }
+    limits(plan)?;
+    for (i, &cap) in plan.bounding_drop.iter().enumerate() {
+        sys::prctl(libc::PR_CAPBSET_DROP, cap as usize, 0, 0, 0)
+            .map_err(|e| Failure::new(Step::CapabilityBound, e, i))?;
+    }
+    if plan.clear_ambient {
+        sys::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as usize,
+            0,
+            0,
+            0,
+        )
+        .map_err(|e| Failure::new(Step::AmbientCapabilities, e, 0))?;
     }
     if let Some(groups) = plan.groups {
         sys::setgroups(groups).map_err(|e| Failure::new(Step::SetGroups, e, 0))?;
@@ -228,12 +374,32 @@ fn setup(plan: &mut Plan<'_>) -> Result<(), Failure> {
         // SAFETY: the parent built `cwd` as a NUL-terminated C string that outlives the child.
         unsafe { sys::chdir(plan.cwd) }.map_err(|e| Failure::new(Step::Chdir, e, 0))?;
     }
-    if let Some(pgid) = plan.pgroup {
-        sys::setpgid(0, pgid).map_err(|e| Failure::new(Step::SetPgid, e, 0))?;
+    if plan.no_new_privs {
+        sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            .map_err(|e| Failure::new(Step::NoNewPrivs, e, 0))?;
     }
     reset_signals(plan.signal_reset)?;
     sys::rt_sigprocmask(libc::SIG_SETMASK, Some(&plan.sigmask), None)
         .map_err(|e| Failure::new(Step::SignalMask, e, 0))
+}
+
+/// Resource limits, nice value, I/O priority and CPU affinity.
+///
+/// Runs in the cloned child: async-signal-safe, no allocation, no locks.
+fn limits(plan: &Plan<'_>) -> Result<(), Failure> {
+    for (i, l) in plan.rlimits.iter().enumerate() {
+        sys::setrlimit(l.resource, l.soft, l.hard).map_err(|e| Failure::new(Step::Rlimit, e, i))?;
+    }
+    if let Some(nice) = plan.nice {
+        sys::setpriority_self(nice).map_err(|e| Failure::new(Step::Nice, e, 0))?;
+    }
+    if let Some(prio) = plan.ioprio {
+        sys::ioprio_set_self(prio).map_err(|e| Failure::new(Step::IoPriority, e, 0))?;
+    }
+    if let Some(mask) = plan.cpu_affinity {
+        sys::sched_setaffinity_self(mask).map_err(|e| Failure::new(Step::CpuAffinity, e, 0))?;
+    }
+    Ok(())
 }
 
 /// Places every descriptor at its number, in two passes so that overlaps cannot clobber a source.

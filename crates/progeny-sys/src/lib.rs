@@ -102,6 +102,7 @@ macro_rules! sys {
     ($nr:expr, $a:expr, $b:expr) => { sys!($nr, $a, $b, 0, 0, 0, 0) };
     ($nr:expr, $a:expr, $b:expr, $c:expr) => { sys!($nr, $a, $b, $c, 0, 0, 0) };
     ($nr:expr, $a:expr, $b:expr, $c:expr, $d:expr) => { sys!($nr, $a, $b, $c, $d, 0, 0) };
+    ($nr:expr, $a:expr, $b:expr, $c:expr, $d:expr, $e:expr) => { sys!($nr, $a, $b, $c, $d, $e, 0) };
     ($nr:expr, $a:expr, $b:expr, $c:expr, $d:expr, $e:expr, $f:expr) => {
         syscall6($nr, [$a as usize, $b as usize, $c as usize, $d as usize, $e as usize, $f as usize])
     };
@@ -474,6 +475,131 @@ pub fn pidfd_open(pid: u32, flags: c_uint) -> Result<c_int> {
 pub fn pidfd_send_signal(pidfd: c_int, sig: c_int) -> Result<()> {
     // SAFETY: a null siginfo is allowed and means "as kill() would fill it".
     unsafe { sys!(libc::SYS_pidfd_send_signal, pidfd, sig, 0usize, 0u32) }.map(drop)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Container-grade setup
+
+/// `read(fd, buf)`—Reads bytes; returns how many were read (0 at end of file).
+///
+/// # References
+/// - [`read(2)`](https://man7.org/linux/man-pages/man2/read.2.html)
+pub fn read(fd: c_int, buf: &mut [u8]) -> Result<usize> {
+    // SAFETY: the slice is valid for writes of its length.
+    unsafe { sys!(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len()) }
+}
+
+/// `getppid()`.
+pub fn getppid() -> i32 {
+    // SAFETY: no arguments; getppid cannot fail.
+    unsafe { sys!(libc::SYS_getppid) }.map_or(0, |p| p as i32)
+}
+
+/// `getpgid(0)`: the calling process's process group.
+pub fn getpgrp() -> Result<i32> {
+    // SAFETY: integer argument only.
+    unsafe { sys!(libc::SYS_getpgid, 0) }.map(|p| p as i32)
+}
+
+/// `prctl(option, a, b, c, d)` for the integer options.
+///
+/// # References
+/// - [`prctl(2)`](https://man7.org/linux/man-pages/man2/prctl.2.html)
+pub fn prctl(option: c_int, a: usize, b: usize, c: usize, d: usize) -> Result<usize> {
+    // SAFETY: the options progeny uses take integers only.
+    unsafe { sys!(libc::SYS_prctl, option, a, b, c, d) }
+}
+
+/// `prlimit64(0, resource, new, NULL)`—Sets a resource limit of the calling process.
+///
+/// # References
+/// - [`prlimit(2)`](https://man7.org/linux/man-pages/man2/getrlimit.2.html)
+pub fn setrlimit(resource: u32, soft: u64, hard: u64) -> Result<()> {
+    let limit = [soft, hard];
+    // SAFETY: `limit` has the layout of struct rlimit64 and outlives the call.
+    unsafe { sys!(libc::SYS_prlimit64, 0, resource, limit.as_ptr(), 0usize) }.map(drop)
+}
+
+/// `setpriority(PRIO_PROCESS, 0, nice)`—Sets the calling process's nice value.
+///
+/// # References
+/// - [`setpriority(2)`](https://man7.org/linux/man-pages/man2/setpriority.2.html)
+pub fn setpriority_self(nice: i32) -> Result<()> {
+    // SAFETY: integer arguments only.
+    unsafe { sys!(libc::SYS_setpriority, libc::PRIO_PROCESS, 0, nice) }.map(drop)
+}
+
+/// `IOPRIO_WHO_PROCESS`: `ioprio_set`/`ioprio_get` on one thread (0 = the caller).
+pub const IOPRIO_WHO_PROCESS: c_int = 1;
+
+/// `ioprio_set(IOPRIO_WHO_PROCESS, 0, prio)`—Sets the calling thread's I/O priority.
+///
+/// # References
+/// - [`ioprio_set(2)`](https://man7.org/linux/man-pages/man2/ioprio_set.2.html)
+pub fn ioprio_set_self(prio: u16) -> Result<()> {
+    // SAFETY: integer arguments only.
+    unsafe { sys!(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, prio) }.map(drop)
+}
+
+/// `ioprio_get(IOPRIO_WHO_PROCESS, 0)`—The calling thread's I/O priority.
+pub fn ioprio_get_self() -> Result<u16> {
+    // SAFETY: integer arguments only.
+    unsafe { sys!(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0) }.map(|p| p as u16)
+}
+
+/// `sched_setaffinity(0, mask)`—Pins the calling thread to the CPUs set in `mask`.
+///
+/// # References
+/// - [`sched_setaffinity(2)`](https://man7.org/linux/man-pages/man2/sched_setaffinity.2.html)
+pub fn sched_setaffinity_self(mask: &[u64]) -> Result<()> {
+    // SAFETY: the slice is valid for reads of its length in bytes.
+    unsafe {
+        sys!(
+            libc::SYS_sched_setaffinity,
+            0,
+            mask.len() * 8,
+            mask.as_ptr()
+        )
+    }
+    .map(drop)
+}
+
+/// `sethostname(name)`.
+///
+/// # References
+/// - [`sethostname(2)`](https://man7.org/linux/man-pages/man2/sethostname.2.html)
+pub fn sethostname(name: &[u8]) -> Result<()> {
+    // SAFETY: the slice is valid for reads of its length.
+    unsafe { sys!(libc::SYS_sethostname, name.as_ptr(), name.len()) }.map(drop)
+}
+
+/// `ioctl(fd, TIOCSCTTY, 0)`—Makes the terminal `fd` the controlling terminal.
+///
+/// # References
+/// - [`ioctl_tty(2)`](https://man7.org/linux/man-pages/man2/TIOCSCTTY.2const.html)
+pub fn ioctl_tiocsctty(fd: c_int) -> Result<()> {
+    // SAFETY: TIOCSCTTY takes an integer argument.
+    unsafe { sys!(libc::SYS_ioctl, fd, libc::TIOCSCTTY, 0) }.map(drop)
+}
+
+/// `ioctl(fd, TIOCSPGRP, &pgrp)`—`tcsetpgrp`: makes `pgrp` the terminal's foreground group.
+///
+/// # References
+/// - [`tcsetpgrp(3)`](https://man7.org/linux/man-pages/man3/tcsetpgrp.3.html)
+pub fn ioctl_tiocspgrp(fd: c_int, pgrp: i32) -> Result<()> {
+    // SAFETY: TIOCSPGRP reads one pid_t through the pointer, which outlives the call.
+    unsafe { sys!(libc::SYS_ioctl, fd, libc::TIOCSPGRP, &pgrp as *const i32) }.map(drop)
+}
+
+/// The raw `clone3` system call with the given arguments and no child function. Only for
+/// probing: call it with arguments that the kernel must refuse before creating a process.
+///
+/// # Safety
+/// If the kernel accepted the arguments, a child would return here on the caller's stack; the
+/// caller must make sure it cannot (for example, `size` 0 is always refused).
+pub unsafe fn clone3_probe(args: *mut CloneArgs, size: usize) -> Result<usize> {
+    // SAFETY: the caller guarantees the call creates no process.
+    unsafe { sys!(libc::SYS_clone3, args, size) }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use progeny_sys as sys;
 
 use crate::plan::ParentPipes;
+use crate::spawn::SpawnPath;
 
 /// A child process, as std's `std::process::Child`, with a pidfd behind it.
 ///
@@ -30,10 +31,17 @@ pub struct Child {
     pid: u32,
     pidfd: Option<OwnedFd>,
     status: Option<ExitStatus>,
+    path: SpawnPath,
+    kill_on_drop: bool,
 }
 
 impl Child {
-    pub(crate) fn new(pid: u32, pidfd: Option<OwnedFd>, pipes: ParentPipes) -> Child {
+    pub(crate) fn new(
+        pid: u32,
+        pidfd: Option<OwnedFd>,
+        pipes: ParentPipes,
+        path: SpawnPath,
+    ) -> Child {
         Child {
             stdin: pipes.stdin.map(ChildStdin::from),
             stdout: pipes.stdout.map(ChildStdout::from),
@@ -41,7 +49,25 @@ impl Child {
             pid,
             pidfd,
             status: None,
+            path,
+            kill_on_drop: false,
         }
+    }
+
+    /// How the child was created: the system call and its flags, e.g.
+    /// `clone3(CLONE_VM|CLONE_VFORK|CLONE_PIDFD|CLONE_CLEAR_SIGHAND)`. progeny never falls back
+    /// silently; this shows which path a spawn took.
+    pub fn spawn_path(&self) -> SpawnPath {
+        self.path
+    }
+
+    /// When on, dropping this handle before the child was reaped kills it with `SIGKILL` (through
+    /// the pidfd) and reaps it, so it can neither outlive the handle nor stay a zombie. The safe
+    /// alternative to [`parent_death_signal`](crate::Command::parent_death_signal), which fires
+    /// when the spawning *thread* exits.
+    pub fn kill_on_drop(&mut self, on: bool) -> &mut Child {
+        self.kill_on_drop = on;
+        self
     }
 
     /// The child's process id (as std's `id`).
@@ -239,6 +265,15 @@ impl Child {
         let status = ExitStatus::from_raw(raw);
         self.status = Some(status);
         Ok(Some(status))
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if self.kill_on_drop && self.status.is_none() {
+            let _ = self.signal(libc::SIGKILL);
+            let _ = self.wait();
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Output};
 
+use crate::container::Container;
 use crate::error::invalid_input;
 use crate::stdio::{Stdio, StdioKind};
 use crate::{spawn, Child};
@@ -86,6 +87,7 @@ pub struct Command {
     pub(crate) setsid: bool,
     pub(crate) sigmask: Vec<i32>,
     pub(crate) backend: Backend,
+    pub(crate) container: Container,
 }
 
 impl Command {
@@ -114,6 +116,7 @@ impl Command {
             setsid: false,
             sigmask: Vec::new(),
             backend: Backend::default(),
+            container: Container::default(),
         }
     }
 

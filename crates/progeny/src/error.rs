@@ -33,6 +33,8 @@ pub(crate) enum Subject {
     },
     Signal(i32),
     Id(u32),
+    /// A system call of the parent's (`clone3`, `clone3 into cgroup`).
+    Call(&'static str),
     /// posix_spawn reports one errno for every step, so the message names the call.
     PosixSpawn(OsString),
 }
@@ -81,7 +83,27 @@ impl fmt::Display for SpawnError {
             Step::SetPgid => "setpgid",
             Step::SetSid => "setsid",
             Step::Exec => "exec",
+            Step::ParentSync => "wait for the parent",
+            Step::ParentDeathSignal => "set parent death signal",
+            Step::ParentGone => "parent died before the child started",
+            Step::CgroupMove => "move into cgroup",
+            Step::Hostname => "sethostname",
+            Step::ControllingTty => "set controlling terminal",
+            Step::Foreground => "tcsetpgrp",
+            Step::Rlimit => "prlimit",
+            Step::Nice => "setpriority",
+            Step::IoPriority => "ioprio_set",
+            Step::CpuAffinity => "sched_setaffinity",
+            Step::CapabilityBound => "drop bounding capability",
+            Step::AmbientCapabilities => "clear ambient capabilities",
+            Step::NoNewPrivs => "set no_new_privs",
+            Step::UidMap => "write uid_map",
+            Step::GidMap => "write gid_map",
+            Step::Clone => "clone",
         };
+        if let Subject::Call(call) = &self.subject {
+            return write!(f, "{call}: {}", io::Error::from_raw_os_error(self.errno));
+        }
         if let Subject::PosixSpawn(program) = &self.subject {
             return write!(
                 f,
@@ -97,7 +119,7 @@ impl fmt::Display for SpawnError {
             Subject::Fd { src, dst } => write!(f, " {src} -> {dst}")?,
             Subject::Signal(sig) => write!(f, " of signal {sig}")?,
             Subject::Id(id) => write!(f, " {id}")?,
-            Subject::PosixSpawn(_) => {}
+            Subject::PosixSpawn(_) | Subject::Call(_) => {}
         }
         write!(f, ": {}", io::Error::from_raw_os_error(self.errno))
     }

@@ -37,6 +37,7 @@ pub use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus, Output}
 
 mod child;
 mod command;
+mod container;
 mod error;
 mod plan;
 mod spawn;
@@ -44,5 +45,7 @@ mod stdio;
 
 pub use child::Child;
 pub use command::{Backend, Command, CommandArgs, CommandEnvs};
+pub use container::{IdMap, IoPriority, Namespaces};
 pub use error::{SpawnError, Step};
+pub use spawn::{SpawnCall, SpawnPath};
 pub use stdio::Stdio;

@@ -3,6 +3,7 @@
 //! Here we may allocate, format and fail loudly. Everything the child will need is built now:
 //! C strings in two contiguous blocks (argv and envp), the list of `execve` candidates from the
 //! `PATH` search, the descriptor placements with their overlap analysis, and the gaps to close.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_char, OsStr, OsString};
 use std::fs::File;
@@ -10,7 +11,8 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-use progeny_child::{FdMap, Plan, SignalReset};
+use progeny_child::{FdMap, Plan, Rlimit, SignalReset};
+use progeny_sys as sys;
 
 use crate::command::{check_nul, Command, StdioDefault};
 use crate::error::invalid_input;
@@ -105,6 +107,36 @@ pub(crate) struct Prepared {
     pub(crate) pipes: ParentPipes,
     /// Child ends of pipes and `/dev/null`: held open until the child has them, then closed.
     pub(crate) child_ends: Vec<OwnedFd>,
+    /// Whether close-the-rest is on (the ranges are recomputed when a descriptor is reserved).
+    pub(crate) close_other_fds: bool,
+    /// Descriptors of progeny's own that the child needs until exec, kept above every destination.
+    pub(crate) reserved: Vec<RawFd>,
+    /// Namespace flags and `CLONE_IO`, for the clone.
+    pub(crate) clone_flags: u64,
+    /// `uid_map` and `gid_map` text the parent writes, and whether to deny `setgroups` first.
+    pub(crate) uid_map: Option<String>,
+    pub(crate) gid_map: Option<String>,
+    pub(crate) deny_setgroups: bool,
+    /// The cgroup directory to start the child in (borrowed from the command for the spawn).
+    pub(crate) cgroup_dir: Option<RawFd>,
+    pub(crate) cgroup_fallback: bool,
+    /// `cgroup.procs` of that directory, opened when the child must move itself.
+    pub(crate) cgroup_procs: Option<OwnedFd>,
+    pub(crate) hostname: Option<Vec<u8>>,
+    pub(crate) rlimits: Vec<Rlimit>,
+    pub(crate) nice: Option<i32>,
+    pub(crate) ioprio: Option<u16>,
+    pub(crate) cpu_affinity: Option<Vec<u64>>,
+    pub(crate) bounding_drop: Vec<u32>,
+    pub(crate) clear_ambient: bool,
+    pub(crate) no_new_privs: bool,
+    pub(crate) controlling_tty: i32,
+    pub(crate) foreground_tty: i32,
+    pub(crate) parent_death: Option<(i32, i32)>,
+    pub(crate) share_io_context: bool,
+    pub(crate) kill_on_drop: bool,
+    /// The read end of the parent's go-ahead pipe, in the child (-1: the child does not wait).
+    pub(crate) sync_fd: i32,
 }
 
 impl Prepared {
@@ -129,7 +161,61 @@ impl Prepared {
             pgroup: self.pgroup,
             signal_reset,
             sigmask: self.sigmask,
+            sync_fd: self.sync_fd,
+            parent_death: self.parent_death,
+            cgroup_procs_fd: self.cgroup_procs.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+            hostname: self.hostname.as_deref(),
+            controlling_tty: self.controlling_tty,
+            foreground_tty: self.foreground_tty,
+            rlimits: &self.rlimits,
+            nice: self.nice,
+            ioprio: self.ioprio,
+            cpu_affinity: self.cpu_affinity.as_deref(),
+            bounding_drop: &self.bounding_drop,
+            clear_ambient: self.clear_ambient,
+            no_new_privs: self.no_new_privs,
         }
+    }
+
+    /// The first container option set, by name, for a backend that cannot express any.
+    pub(crate) fn container_option(&self) -> Option<&'static str> {
+        [
+            (self.clone_flags != 0, "namespaces or share_io_context"),
+            (self.cgroup_dir.is_some(), "cgroup"),
+            (!self.rlimits.is_empty(), "rlimit"),
+            (self.nice.is_some(), "nice"),
+            (self.ioprio.is_some(), "ioprio"),
+            (self.cpu_affinity.is_some(), "cpu_affinity"),
+            (!self.bounding_drop.is_empty(), "drop_bounding_capabilities"),
+            (self.clear_ambient, "clear_ambient_capabilities"),
+            (self.no_new_privs, "no_new_privs"),
+            (self.controlling_tty >= 0, "controlling_tty"),
+            (self.foreground_tty >= 0, "foreground"),
+            (self.parent_death.is_some(), "parent_death_signal"),
+        ]
+        .into_iter()
+        .find(|(set, _)| *set)
+        .map(|(_, name)| name)
+    }
+
+    /// Keeps `fd` (one of progeny's own, close-on-exec) open in the child until exec: moves it
+    /// above every destination, so no placement overwrites it and relocations skip it, and keeps
+    /// it out of the ranges that close-the-rest closes.
+    pub(crate) fn reserve(&mut self, fd: OwnedFd) -> io::Result<OwnedFd> {
+        let high = sys::fcntl_int(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, self.relocate_floor)
+            .map_err(|e| io::Error::from_raw_os_error(e.raw()))?;
+        // SAFETY: F_DUPFD_CLOEXEC returned a fresh descriptor that nothing else owns.
+        let high = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(high) };
+        self.reserved.push(high.as_raw_fd());
+        if self.close_other_fds {
+            let kept = self
+                .fds
+                .iter()
+                .map(|m| m.dst)
+                .chain(self.reserved.iter().copied());
+            self.close_ranges = gaps(kept);
+        }
+        Ok(high)
     }
 }
 
@@ -170,6 +256,8 @@ pub(crate) fn prepare(
         sigmask |= 1u64 << (sig - 1);
     }
 
+    let container = container_fields(cmd)?;
+
     let (envp, child_path, path_changed) = environment(cmd);
     let path_lookup = !cmd.program.as_bytes().contains(&b'/') && !cmd.program.is_empty();
     let candidates = candidates(&cmd.program, path_lookup, child_path.as_deref());
@@ -209,9 +297,148 @@ pub(crate) fn prepare(
         program: cmd.program.clone(),
         pipes: ParentPipes::default(),
         child_ends: Vec::new(),
+        close_other_fds: cmd.close_other_fds,
+        reserved: Vec::new(),
+        ..container
     };
     descriptors(cmd, stdin_default, out_default, &mut prepared)?;
     Ok(prepared)
+}
+
+/// Validates the container options and turns them into plan fields (the rest of the returned
+/// value is filled by `prepare`).
+fn container_fields(cmd: &Command) -> io::Result<Prepared> {
+    use crate::container::Namespaces;
+    let c = &cmd.container;
+    let user_ns = c.namespaces.contains(Namespaces::USER);
+    if (!c.uid_map.is_empty() || !c.gid_map.is_empty()) && !user_ns {
+        return Err(invalid_input(
+            "uid_map/gid_map need unshare(Namespaces::USER)",
+        ));
+    }
+    let hostname = match &c.hostname {
+        None => None,
+        Some(_) if !c.namespaces.contains(Namespaces::UTS) => {
+            return Err(invalid_input(
+                "hostname needs unshare(Namespaces::UTS): it would rename the host",
+            ))
+        }
+        Some(name) => {
+            check_nul("hostname", name)?;
+            Some(name.as_bytes().to_vec())
+        }
+    };
+    if c.controlling_tty.is_some() && !cmd.setsid {
+        return Err(invalid_input(
+            "controlling_tty needs setsid(true): only a session leader can take a terminal",
+        ));
+    }
+    if let Some(fd) = c.controlling_tty.filter(|fd| *fd < 0) {
+        return Err(invalid_input(format!(
+            "controlling_tty: {fd} is not a descriptor"
+        )));
+    }
+    let ioprio = match c.ioprio {
+        None => None,
+        Some(p) => Some(
+            p.to_raw()
+                .ok_or_else(|| invalid_input(format!("ioprio: {p:?} is out of range 0..=7")))?,
+        ),
+    };
+    let cpu_affinity = match &c.cpu_affinity {
+        None => None,
+        Some(cpus) if cpus.is_empty() => {
+            return Err(invalid_input("cpu_affinity: the CPU list is empty"))
+        }
+        Some(cpus) => {
+            let max = cpus.iter().copied().max().unwrap_or(0);
+            if max >= 1 << 20 {
+                return Err(invalid_input(format!(
+                    "cpu_affinity: CPU {max} is out of range"
+                )));
+            }
+            let mut mask = vec![0u64; max / 64 + 1];
+            for &cpu in cpus {
+                mask[cpu / 64] |= 1 << (cpu % 64);
+            }
+            Some(mask)
+        }
+    };
+    let parent_death = match c.parent_death_signal {
+        None => None,
+        Some(sig) if !(1..=64).contains(&sig) => {
+            return Err(invalid_input(format!(
+                "parent_death_signal: {sig} is not a signal"
+            )))
+        }
+        Some(sig) => Some((sig, sys::getpid())),
+    };
+    let map_text = |map: &[crate::container::IdMap]| {
+        (!map.is_empty()).then(|| {
+            map.iter()
+                .map(|m| format!("{} {} {}\n", m.inside, m.outside, m.count))
+                .collect::<String>()
+        })
+    };
+    let mut clone_flags = c.namespaces.0;
+    if c.share_io_context {
+        clone_flags |= sys::CLONE_IO;
+    }
+    Ok(Prepared {
+        candidates: CStrBlock::with_capacity(0, 0),
+        argv: CStrBlock::with_capacity(0, 0),
+        envp: CStrBlock::with_capacity(0, 0),
+        cwd: None,
+        fds: Vec::new(),
+        relocate_floor: 3,
+        close_ranges: Vec::new(),
+        groups: None,
+        uid: None,
+        gid: None,
+        pgroup: None,
+        setsid: false,
+        sigmask: 0,
+        path_changed: false,
+        path_lookup: false,
+        program: OsString::new(),
+        pipes: ParentPipes::default(),
+        child_ends: Vec::new(),
+        close_other_fds: true,
+        reserved: Vec::new(),
+        clone_flags,
+        uid_map: map_text(&c.uid_map),
+        gid_map: map_text(&c.gid_map),
+        deny_setgroups: !c.gid_map.is_empty() && cmd.groups.is_none(),
+        cgroup_dir: c.cgroup.as_ref().map(|fd| fd.as_raw_fd()),
+        cgroup_fallback: c.cgroup_fallback,
+        cgroup_procs: None,
+        hostname,
+        rlimits: c
+            .rlimits
+            .iter()
+            .map(|&(resource, soft, hard)| Rlimit {
+                resource,
+                soft,
+                hard,
+            })
+            .collect(),
+        nice: c.nice,
+        ioprio,
+        cpu_affinity,
+        bounding_drop: c.bounding_drop.clone(),
+        clear_ambient: c.clear_ambient,
+        no_new_privs: c.no_new_privs,
+        controlling_tty: c.controlling_tty.unwrap_or(-1),
+        foreground_tty: if c.foreground {
+            c.controlling_tty.unwrap_or(0)
+        } else {
+            -1
+        },
+        parent_death,
+        share_io_context: c.share_io_context,
+        kill_on_drop: c.kill_on_drop,
+        sync_fd: -1,
+    })
 }
 
 /// The child's environment block, the `PATH` that the search must use, and whether that `PATH`

@@ -3,7 +3,7 @@
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void, CString};
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -13,7 +13,7 @@ use progeny_sys as sys;
 
 use crate::command::{Backend, Command, StdioDefault};
 use crate::error::{unsupported, SpawnError, Subject};
-use crate::plan::{gaps, prepare, Prepared};
+use crate::plan::{prepare, Prepared};
 use crate::Child;
 
 /// Starts `cmd` with its backend.
@@ -23,16 +23,109 @@ pub(crate) fn spawn(
     out_default: StdioDefault,
 ) -> io::Result<Child> {
     let mut prepared = prepare(cmd, stdin_default, out_default)?;
-    let (pid, pidfd) = match cmd.backend {
-        Backend::Clone3 => spawn_vfork_clone(&mut prepared, true)?,
-        Backend::Clone => spawn_vfork_clone(&mut prepared, false)?,
+    let (pid, pidfd, path) = match cmd.backend {
+        Backend::Clone3 => spawn_vm_clone(&mut prepared, true)?,
+        Backend::Clone => spawn_vm_clone(&mut prepared, false)?,
         Backend::Fork => spawn_fork(&mut prepared)?,
         Backend::PosixSpawn => spawn_posix(&mut prepared)?,
     };
     // The child has its copies now; dropping `prepared` closes the child ends of pipes and
     // /dev/null in the parent, so that EOF arrives when the child closes its side.
     let pipes = std::mem::take(&mut prepared.pipes);
-    Ok(Child::new(pid, pidfd, pipes))
+    let mut child = Child::new(pid, pidfd, pipes, path);
+    child.kill_on_drop(prepared.kill_on_drop);
+    Ok(child)
+}
+
+/// The system call that created a child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnCall {
+    /// `clone3`.
+    Clone3,
+    /// The legacy `clone`.
+    Clone,
+    /// `fork`.
+    Fork,
+    /// glibc's `posix_spawn`.
+    PosixSpawn,
+}
+
+/// How a child was created, from [`Child::spawn_path`]: the call and its flags. Displays as
+/// `clone3(CLONE_VM|CLONE_VFORK|CLONE_PIDFD|CLONE_CLEAR_SIGHAND)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpawnPath {
+    call: SpawnCall,
+    flags: u64,
+    cgroup_by_child: bool,
+}
+
+impl SpawnPath {
+    pub(crate) fn other(call: SpawnCall, cgroup_by_child: bool) -> SpawnPath {
+        SpawnPath {
+            call,
+            flags: 0,
+            cgroup_by_child,
+        }
+    }
+
+    /// The system call.
+    pub fn call(&self) -> SpawnCall {
+        self.call
+    }
+
+    /// The `CLONE_*` flags passed (0 for `fork` and `posix_spawn`).
+    pub fn flags(&self) -> u64 {
+        self.flags
+    }
+
+    /// Whether the caller's thread was suspended until exec (`CLONE_VFORK`); false when the
+    /// parent had to act between clone and exec (user namespace maps).
+    pub fn vfork(&self) -> bool {
+        self.flags & sys::CLONE_VFORK != 0
+    }
+
+    /// Whether the child moved itself into its cgroup (the `cgroup_fallback` path) instead of
+    /// being created there with `CLONE_INTO_CGROUP`.
+    pub fn cgroup_moved_by_child(&self) -> bool {
+        self.cgroup_by_child
+    }
+}
+
+impl std::fmt::Display for SpawnPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const NAMES: [(u64, &str); 14] = [
+            (sys::CLONE_VM, "CLONE_VM"),
+            (sys::CLONE_VFORK, "CLONE_VFORK"),
+            (sys::CLONE_PIDFD, "CLONE_PIDFD"),
+            (sys::CLONE_CLEAR_SIGHAND, "CLONE_CLEAR_SIGHAND"),
+            (sys::CLONE_INTO_CGROUP, "CLONE_INTO_CGROUP"),
+            (sys::CLONE_IO, "CLONE_IO"),
+            (libc::CLONE_NEWUSER as u64, "CLONE_NEWUSER"),
+            (libc::CLONE_NEWNS as u64, "CLONE_NEWNS"),
+            (libc::CLONE_NEWPID as u64, "CLONE_NEWPID"),
+            (libc::CLONE_NEWNET as u64, "CLONE_NEWNET"),
+            (libc::CLONE_NEWUTS as u64, "CLONE_NEWUTS"),
+            (libc::CLONE_NEWIPC as u64, "CLONE_NEWIPC"),
+            (libc::CLONE_NEWCGROUP as u64, "CLONE_NEWCGROUP"),
+            (libc::CLONE_NEWTIME as u64, "CLONE_NEWTIME"),
+        ];
+        let name = match self.call {
+            SpawnCall::Clone3 => "clone3",
+            SpawnCall::Clone => "clone",
+            SpawnCall::Fork => "fork",
+            SpawnCall::PosixSpawn => "posix_spawn",
+        };
+        let names: Vec<&str> = NAMES
+            .iter()
+            .filter(|(bit, _)| self.flags & bit != 0)
+            .map(|(_, n)| *n)
+            .collect();
+        write!(f, "{name}({})", names.join("|"))?;
+        if self.cgroup_by_child {
+            f.write_str(" + cgroup.procs")?;
+        }
+        Ok(())
+    }
 }
 
 /// The size of a child stack, without its guard page. The plan executor needs a few hundred
@@ -141,96 +234,256 @@ const NO: u8 = 2;
 static CLONE3: AtomicU8 = AtomicU8::new(UNKNOWN);
 static CLEAR_SIGHAND: AtomicU8 = AtomicU8::new(UNKNOWN);
 
-/// `clone3` or `clone` with `CLONE_VM|CLONE_VFORK|CLONE_PIDFD` on a cached stack.
+/// `clone3` or `clone` with `CLONE_VM|CLONE_PIDFD` on a cached stack, and `CLONE_VFORK` unless the
+/// parent has to act between clone and exec (user namespace maps).
 ///
 /// # References
 /// - [`clone3(2)`](https://man7.org/linux/man-pages/man2/clone.2.html)
-fn spawn_vfork_clone(
+fn spawn_vm_clone(
     prepared: &mut Prepared,
     prefer_clone3: bool,
-) -> io::Result<(u32, Option<OwnedFd>)> {
+) -> io::Result<(u32, Option<OwnedFd>, SpawnPath)> {
+    if prepared.share_io_context {
+        ensure_io_context();
+    }
+    let sync = if prepared.uid_map.is_some() || prepared.gid_map.is_some() {
+        Some(ParentSync::new(prepared)?)
+    } else {
+        None
+    };
     let stack = match STACK.take() {
         Some(stack) => stack,
         None => ChildStack::new()?,
     };
-    let result = clone_on(&stack, prepared, prefer_clone3);
+    // `clone_on` returns only once the child has exec'ed or exited, so the stack is free again.
+    let result = clone_on(&stack, prepared, prefer_clone3, sync);
     STACK.set(Some(stack));
-    let (pid, pidfd, report) = result?;
+    let (pid, pidfd, report, path) = result?;
     // SAFETY: CLONE_PIDFD stored a fresh descriptor that nothing else owns.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    if report.step != 0 {
+    if let Some(err) = report {
         reap_failed(pid, Some(&pidfd));
-        return Err(spawn_error(prepared, report).into());
+        return Err(err);
     }
-    Ok((pid, Some(pidfd)))
+    Ok((pid, Some(pidfd), path))
 }
+
+/// The pipes of a spawn in which the parent acts between clone and exec: the child waits on `go`
+/// until the parent has written its user namespace maps, and the parent waits for end-of-file on
+/// `done` (close-on-exec, so it closes at exec or exit) before it reads the report and reuses the
+/// stack, since without `CLONE_VFORK` it runs alongside the child.
+struct ParentSync {
+    go_parent: OwnedFd,
+    go_child: OwnedFd,
+    done_parent: OwnedFd,
+    done_child: OwnedFd,
+    maps: (Option<String>, Option<String>, bool),
+}
+
+impl ParentSync {
+    fn new(prepared: &mut Prepared) -> io::Result<ParentSync> {
+        let (go_read, go_write) = std::io::pipe()?;
+        let (done_read, done_write) = std::io::pipe()?;
+        let go_child = prepared.reserve(go_read.into())?;
+        let done_child = prepared.reserve(done_write.into())?;
+        prepared.sync_fd = go_child.as_raw_fd();
+        Ok(ParentSync {
+            go_parent: go_write.into(),
+            go_child,
+            done_parent: done_read.into(),
+            done_child,
+            maps: (
+                prepared.uid_map.clone(),
+                prepared.gid_map.clone(),
+                prepared.deny_setgroups,
+            ),
+        })
+    }
+
+    /// The parent's part, right after clone: write the maps, let the child go (or kill it if the
+    /// maps were refused), then wait until the child has exec'ed or exited.
+    fn finish(self, pid: u32, pidfd: c_int) -> Result<(), SpawnError> {
+        // The parent's copies of the child's ends must go, or end-of-file could never come.
+        drop(self.go_child);
+        drop(self.done_child);
+        let written = write_id_maps(pid, &self.maps);
+        match written {
+            Ok(()) => {
+                // A child that died meanwhile makes this EPIPE; the report tells why.
+                let _ = std::fs::File::from(self.go_parent).write(&[1]);
+            }
+            Err(_) => {
+                let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
+                drop(self.go_parent);
+            }
+        }
+        let mut done = std::fs::File::from(self.done_parent);
+        let mut byte = [0u8; 1];
+        loop {
+            match done.read(&mut byte) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        written
+    }
+}
+
+/// Writes `setgroups` (deny), `uid_map` and `gid_map` of the child's new user namespace, each in
+/// one `write` as the kernel requires.
+///
+/// # References
+/// - [`user_namespaces(7)`](https://man7.org/linux/man-pages/man7/user_namespaces.7.html)
+fn write_id_maps(
+    pid: u32,
+    (uid_map, gid_map, deny): &(Option<String>, Option<String>, bool),
+) -> Result<(), SpawnError> {
+    let write = |name: &str, text: &str, step: Step| {
+        let path = format!("/proc/{pid}/{name}");
+        std::fs::write(&path, text).map_err(|e| {
+            SpawnError::new(
+                step,
+                e.raw_os_error().unwrap_or(libc::EIO),
+                Subject::Path(path.into()),
+            )
+        })
+    };
+    if *deny {
+        write("setgroups", "deny", Step::GidMap)?;
+    }
+    if let Some(map) = uid_map {
+        write("uid_map", map, Step::UidMap)?;
+    }
+    if let Some(map) = gid_map {
+        write("gid_map", map, Step::GidMap)?;
+    }
+    Ok(())
+}
+
+/// Makes sure the calling thread has an I/O context, so that `CLONE_IO` shares something: the
+/// kernel ignores the flag for a thread that has none yet. `ioprio_set` creates one; it is given
+/// the thread's current priority, and "no class" where the current one is just what the nice
+/// value implies, so the thread's I/O priority does not change.
+///
+/// # References
+/// - [`ioprio_set(2)`](https://man7.org/linux/man-pages/man2/ioprio_set.2.html)
+fn ensure_io_context() {
+    let Ok(current) = sys::ioprio_get_self() else {
+        return;
+    };
+    // SAFETY: getpriority has no preconditions; -1 is also a valid nice value, which only makes
+    // the comparison below conservative.
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    let implied_level = ((nice.clamp(-20, 19) + 20) / 5) as u16;
+    let value = if current >> 13 == 2 && current & 0xff == implied_level {
+        0
+    } else {
+        current
+    };
+    let _ = sys::ioprio_set_self(value);
+}
+
+/// What a successful clone gives: pid, pidfd, the child's failure if any, and the path taken.
+type Cloned = (u32, c_int, Option<io::Error>, SpawnPath);
 
 fn clone_on(
     stack: &ChildStack,
     prepared: &mut Prepared,
     prefer_clone3: bool,
-) -> io::Result<(u32, c_int, Failure)> {
+    mut sync: Option<ParentSync>,
+) -> io::Result<Cloned> {
     let (stack_low, stack_size) = stack.usable();
     let mut use_clone3 = prefer_clone3 && CLONE3.load(Ordering::Relaxed) != NO;
+    let mut into_cgroup = prepared.cgroup_dir.is_some();
     loop {
+        if into_cgroup && !use_clone3 {
+            if !prepared.cgroup_fallback {
+                return Err(cgroup_error(libc::ENOSYS).into());
+            }
+            open_cgroup_procs(prepared)?;
+            into_cgroup = false;
+        }
         let clear_sighand = use_clone3 && CLEAR_SIGHAND.load(Ordering::Relaxed) != NO;
         let reset = if clear_sighand {
             SignalReset::SigpipeOnly
         } else {
             SignalReset::AllCaught
         };
-        let mut report = Failure::default();
-        let mut plan = prepared.plan(reset);
-        let mut shared = SharedChild {
-            plan: &mut plan,
-            report: &mut report,
-        };
-        let arg = &mut shared as *mut SharedChild<'_, '_> as *mut c_void;
-        let mut pidfd: c_int = -1;
-        let blocked = SignalsBlocked::new()?;
-        let ret = if use_clone3 {
-            let mut args = sys::CloneArgs {
-                flags: sys::CLONE_VM
-                    | sys::CLONE_VFORK
-                    | sys::CLONE_PIDFD
-                    | if clear_sighand {
-                        sys::CLONE_CLEAR_SIGHAND
-                    } else {
-                        0
-                    },
-                pidfd: &mut pidfd as *mut c_int as u64,
-                exit_signal: libc::SIGCHLD as u64,
-                stack: stack_low as u64,
-                stack_size: stack_size as u64,
-                ..Default::default()
+        let vfork = if sync.is_some() { 0 } else { sys::CLONE_VFORK };
+        let flags = sys::CLONE_VM
+            | vfork
+            | sys::CLONE_PIDFD
+            | prepared.clone_flags
+            | if clear_sighand {
+                sys::CLONE_CLEAR_SIGHAND
+            } else {
+                0
+            }
+            | if into_cgroup {
+                sys::CLONE_INTO_CGROUP
+            } else {
+                0
             };
-            // SAFETY: `args` describes our private stack, unused until the child has exec'ed
-            // or exited (CLONE_VFORK suspends us until then); `shared` and everything it points
-            // to live in this frame or in `prepared`, which outlive the call; the child runs only
-            // the allocation-free plan executor.
-            unsafe {
-                sys::clone3_run(
-                    &mut args,
-                    std::mem::size_of::<sys::CloneArgs>(),
-                    progeny_child::child_main_shared,
-                    arg,
-                )
-            }
-        } else {
-            let flags = sys::CLONE_VM | sys::CLONE_VFORK | sys::CLONE_PIDFD | libc::SIGCHLD as u64;
-            // SAFETY: as for clone3: the stack top is page-aligned (so 16-byte aligned) and ours
-            // alone; the pidfd slot and the shared block outlive the call.
-            unsafe {
-                sys::clone_run(
+        let cgroup_fd = prepared.cgroup_dir.unwrap_or(-1);
+        let cgroup_by_child = prepared.cgroup_procs.is_some();
+        let mut report = Failure::default();
+        let mut pidfd: c_int = -1;
+        let mut sync_result = Ok(());
+        let ret = {
+            let mut plan = prepared.plan(reset);
+            let mut shared = SharedChild {
+                plan: &mut plan,
+                report: &mut report,
+            };
+            let arg = &mut shared as *mut SharedChild<'_, '_> as *mut c_void;
+            let blocked = SignalsBlocked::new()?;
+            let ret = if use_clone3 {
+                let mut args = sys::CloneArgs {
                     flags,
-                    stack_low.wrapping_add(stack_size),
-                    &mut pidfd,
-                    progeny_child::child_main_shared,
-                    arg,
-                )
+                    pidfd: &mut pidfd as *mut c_int as u64,
+                    exit_signal: libc::SIGCHLD as u64,
+                    stack: stack_low as u64,
+                    stack_size: stack_size as u64,
+                    cgroup: if into_cgroup { cgroup_fd as u64 } else { 0 },
+                    ..Default::default()
+                };
+                // SAFETY: `args` describes our private stack, unused until the child has
+                // exec'ed or exited (CLONE_VFORK suspends us until then; without it we wait for
+                // the done pipe below); `shared` and everything it points to live in this frame
+                // or in `prepared`, which outlive the child's use; the child runs only the
+                // allocation-free plan executor.
+                unsafe {
+                    sys::clone3_run(
+                        &mut args,
+                        std::mem::size_of::<sys::CloneArgs>(),
+                        progeny_child::child_main_shared,
+                        arg,
+                    )
+                }
+            } else {
+                // SAFETY: as for clone3: the stack top is page-aligned (so 16-byte aligned) and
+                // ours alone; the pidfd slot and the shared block outlive the child's use.
+                unsafe {
+                    sys::clone_run(
+                        flags | libc::SIGCHLD as u64,
+                        stack_low.wrapping_add(stack_size),
+                        &mut pidfd,
+                        progeny_child::child_main_shared,
+                        arg,
+                    )
+                }
+            };
+            drop(blocked);
+            if let (Ok(pid), Some(sync)) = (sys::clone_result(ret), sync.take()) {
+                // The child runs alongside us on `plan` and the stack: finish our part and
+                // wait for exec or exit while both are still alive in this scope.
+                sync_result = sync.finish(pid, pidfd);
             }
+            std::hint::black_box(&mut shared);
+            ret
         };
-        drop(blocked);
         match sys::clone_result(ret) {
             Ok(pid) => {
                 if use_clone3 {
@@ -239,11 +492,25 @@ fn clone_on(
                         CLEAR_SIGHAND.store(YES, Ordering::Relaxed);
                     }
                 }
-                // SAFETY: the child wrote the report (or not) before exec or exit, which happened
-                // before clone returned here; the read is volatile because the write was made
+                let path = SpawnPath {
+                    call: if use_clone3 {
+                        SpawnCall::Clone3
+                    } else {
+                        SpawnCall::Clone
+                    },
+                    flags,
+                    cgroup_by_child,
+                };
+                // SAFETY: the child wrote the report (or not) before exec or exit, which
+                // happened before we got here; the read is volatile because the write was made
                 // behind the compiler's back, through the pointer in `shared`.
                 let report = unsafe { ptr::read_volatile(&report) };
-                return Ok((pid, pidfd, report));
+                let failure = match sync_result {
+                    Err(e) => Some(e.into()),
+                    Ok(()) if report.step != 0 => Some(spawn_error(prepared, report).into()),
+                    Ok(()) => None,
+                };
+                return Ok((pid, pidfd, failure, path));
             }
             // No clone3 here (old kernel, or a seccomp filter that answers ENOSYS as container
             // runtimes do): use the legacy call from now on.
@@ -257,31 +524,87 @@ fn clone_on(
             {
                 CLEAR_SIGHAND.store(NO, Ordering::Relaxed);
             }
-            Err(e) => return Err(io::Error::from_raw_os_error(e.raw())),
+            Err(e) if into_cgroup => {
+                let refused = [
+                    libc::E2BIG,
+                    libc::EOPNOTSUPP,
+                    libc::EPERM,
+                    libc::EACCES,
+                    libc::EBUSY,
+                    libc::EINVAL,
+                ];
+                if prepared.cgroup_fallback && refused.contains(&e.raw()) {
+                    open_cgroup_procs(prepared)?;
+                    into_cgroup = false;
+                } else {
+                    return Err(cgroup_error(e.raw()).into());
+                }
+            }
+            Err(e) => {
+                let call = if use_clone3 { "clone3" } else { "clone" };
+                return Err(SpawnError::new(Step::Clone, e.raw(), Subject::Call(call)).into());
+            }
         }
     }
+}
+
+/// The error for a cgroup the kernel would not start the child in.
+fn cgroup_error(errno: i32) -> SpawnError {
+    SpawnError::new(Step::Clone, errno, Subject::Call("clone3 into cgroup"))
+}
+
+/// Opens `cgroup.procs` of the command's cgroup directory for the child to write itself into.
+fn open_cgroup_procs(prepared: &mut Prepared) -> io::Result<()> {
+    let Some(dir) = prepared.cgroup_dir else {
+        return Ok(());
+    };
+    // SAFETY: openat with a valid NUL-terminated name; the result is checked.
+    let fd = unsafe {
+        libc::openat(
+            dir,
+            c"cgroup.procs".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let errno = io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        return Err(SpawnError::new(
+            Step::CgroupMove,
+            errno,
+            Subject::Path("cgroup.procs".into()),
+        )
+        .into());
+    }
+    // SAFETY: openat returned a fresh descriptor that nothing else owns.
+    let procs = unsafe { OwnedFd::from_raw_fd(fd) };
+    prepared.cgroup_procs = Some(prepared.reserve(procs)?);
+    Ok(())
 }
 
 /// `fork` + `execve`, with the failure reported through a close-on-exec pipe.
 ///
 /// # References
 /// - [`fork(2)`](https://man7.org/linux/man-pages/man2/fork.2.html)
-fn spawn_fork(prepared: &mut Prepared) -> io::Result<(u32, Option<OwnedFd>)> {
+fn spawn_fork(prepared: &mut Prepared) -> io::Result<(u32, Option<OwnedFd>, SpawnPath)> {
+    if prepared.clone_flags != 0 {
+        return Err(unsupported(
+            "fork cannot create namespaces or share the I/O context: use Backend::Clone3",
+        ));
+    }
+    if prepared.cgroup_dir.is_some() {
+        if !prepared.cgroup_fallback {
+            return Err(unsupported(
+                "fork cannot start a child in a cgroup: use Backend::Clone3 or cgroup_fallback(true)",
+            ));
+        }
+        open_cgroup_procs(prepared)?;
+    }
     let (mut report_reader, report_pipe) = std::io::pipe()?;
     // The child writes its failure into this pipe, so the pipe must outlive every step before
-    // exec: put it above every destination (no placement can overwrite it, and relocations skip
-    // it), and keep it out of the ranges that close-the-rest closes. It stays close-on-exec, so
-    // EOF tells the parent that exec happened.
-    let floor = prepared.relocate_floor;
-    let report_writer = sys::fcntl_int(report_pipe.as_raw_fd(), libc::F_DUPFD_CLOEXEC, floor)
-        // SAFETY: F_DUPFD_CLOEXEC returned a fresh descriptor that nothing else owns.
-        .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
-        .map_err(|e| io::Error::from_raw_os_error(e.raw()))?;
-    drop(report_pipe);
-    if !prepared.close_ranges.is_empty() {
-        let kept = prepared.fds.iter().map(|m| m.dst);
-        prepared.close_ranges = gaps(kept.chain([report_writer.as_raw_fd()]));
-    }
+    // exec; it stays close-on-exec, so EOF tells the parent that exec happened.
+    let report_writer = prepared.reserve(report_pipe.into())?;
     let mut plan = prepared.plan(SignalReset::AllCaught);
     let blocked = SignalsBlocked::new()?;
     // SAFETY: the child runs only the allocation-free plan executor and raw system calls, which
@@ -313,14 +636,18 @@ fn spawn_fork(prepared: &mut Prepared) -> io::Result<(u32, Option<OwnedFd>)> {
         reap_failed(pid, None);
         return Err(spawn_error(prepared, Failure::decode(bytes)).into());
     }
-    Ok((pid, pidfd_open(pid)))
+    let path = SpawnPath::other(SpawnCall::Fork, prepared.cgroup_procs.is_some());
+    Ok((pid, pidfd_open(pid), path))
 }
 
 /// glibc's `posix_spawn` (or `posix_spawnp` for a `PATH` search).
 ///
 /// # References
 /// - [`posix_spawn(3)`](https://man7.org/linux/man-pages/man3/posix_spawn.3.html)
-fn spawn_posix(prepared: &mut Prepared) -> io::Result<(u32, Option<OwnedFd>)> {
+fn spawn_posix(prepared: &mut Prepared) -> io::Result<(u32, Option<OwnedFd>, SpawnPath)> {
+    if let Some(option) = prepared.container_option() {
+        return Err(unsupported(format!("posix_spawn cannot express {option}")));
+    }
     if prepared.uid.is_some() || prepared.gid.is_some() || prepared.groups.is_some() {
         return Err(unsupported("posix_spawn cannot set uid, gid or groups"));
     }
@@ -424,7 +751,8 @@ fn spawn_posix(prepared: &mut Prepared) -> io::Result<(u32, Option<OwnedFd>)> {
         )
         .into());
     }
-    Ok((pid as u32, pidfd_open(pid as u32)))
+    let path = SpawnPath::other(SpawnCall::PosixSpawn, false);
+    Ok((pid as u32, pidfd_open(pid as u32), path))
 }
 
 /// posix_spawn's helpers return the error number instead of setting errno.
