@@ -21,6 +21,7 @@ pub mod plot;
 #[allow(unsafe_code)]
 mod raw;
 pub mod report;
+pub mod snapshot;
 pub mod stats;
 pub mod table;
 pub mod target;

@@ -29,6 +29,7 @@ pub(crate) struct BenchArgs {
 enum BenchCommand {
     Spawn(SpawnArgs),
     Show(ShowArgs),
+    Snapshot(crate::snapshot::BenchSnapshotArgs),
 }
 
 /// Runs a `progeny bench` subcommand.
@@ -36,6 +37,7 @@ pub(crate) fn run(args: BenchArgs) -> CliResult {
     match args.command {
         BenchCommand::Spawn(args) => run_spawn(args),
         BenchCommand::Show(args) => run_show(args),
+        BenchCommand::Snapshot(args) => crate::snapshot::run_bench(args),
     }
 }
 

@@ -6,6 +6,8 @@
 //! head`) is not an error: the command exits 0.
 
 mod bench;
+mod cow;
+mod snapshot;
 
 use std::process::ExitCode;
 
@@ -28,6 +30,10 @@ pub(crate) struct Cli {
 enum Command {
     /// Benchmarks (the spawn comparison, and redrawing its tables and plots).
     Bench(bench::BenchArgs),
+    /// Snapshot a running process: a copy-on-write child, with a pause of microseconds.
+    Snapshot(snapshot::SnapshotArgs),
+    /// Measure what a live snapshot child costs the original's page writes.
+    Cow(cow::CowArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +69,8 @@ fn parse() -> Cli {
 fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench::run(args),
+        Command::Snapshot(args) => snapshot::run(args),
+        Command::Cow(args) => cow::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,7 +12,8 @@
  *   counter                  increments a global counter forever; prints its address; exits on EOF
  *   seccomp-kill-clone       installs a filter that kills the process on clone, then waits for EOF
  *   seccomp-allow            installs a filter that allows everything, then waits for EOF
- *   bench THREADS MIB        touches MIB MiB, starts THREADS-1 sleeping threads, waits for EOF
+ *   bench THREADS MIB        touches MIB MiB, starts THREADS-1 sleeping threads; the main thread
+ *                            measures the longest gap in its 100 µs heartbeat ("gap" prints it)
  *   parked                   8 threads, each parked in its own named function, for gdb
  *
  * Every mode prints one line starting with "ready" once it is in the state under test.
@@ -246,6 +247,9 @@ static void *sleep_forever(void *arg) {
     return NULL;
 }
 
+/* The main thread is the heartbeat: it wakes every 100 µs and keeps the longest gap between
+ * two wakeups, so the time something outside kept the process stopped (a snapshot, gdb) is
+ * measured from inside. Each "gap" line on stdin prints the longest gap since the last one. */
 static int mode_bench(int threads, long mib) {
     size_t len = (size_t)mib << 20;
     if (len > 0) {
@@ -268,8 +272,36 @@ static int mode_bench(int threads, long mib) {
         }
     }
     ready();
-    wait_for_eof();
-    return 0;
+    struct timespec last;
+    clock_gettime(CLOCK_MONOTONIC, &last);
+    int64_t longest_ns = 0;
+    char line[64];
+    size_t have = 0;
+    for (;;) {
+        struct pollfd fd = {.fd = 0, .events = POLLIN};
+        struct timespec tick = {0, 100000};
+        nanosleep(&tick, NULL);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t gap = (int64_t)(now.tv_sec - last.tv_sec) * 1000000000 + (now.tv_nsec - last.tv_nsec);
+        if (gap > longest_ns)
+            longest_ns = gap;
+        last = now;
+        if (poll(&fd, 1, 0) > 0) {
+            ssize_t n = read(0, line + have, sizeof line - 1 - have);
+            if (n <= 0)
+                return 0;
+            have += (size_t)n;
+            line[have] = 0;
+            if (strchr(line, '\n')) {
+                printf("gap_us=%lld\n", (long long)(longest_ns / 1000));
+                fflush(stdout);
+                longest_ns = 0;
+                have = 0;
+                clock_gettime(CLOCK_MONOTONIC, &last);
+            }
+        }
+    }
 }
 
 /* ---- parked threads for gdb ---- */
