@@ -555,3 +555,14 @@ pub fn child_main_forked(plan: &mut Plan<'_>, report_fd: c_int) -> ! {
     let _ = sys::write(report_fd, &bytes);
     sys::exit_group(127)
 }
+
+/// A child that exits at once with status 0: the body of capability trials, which create a real
+/// child to learn whether the kernel accepts a combination of flags.
+///
+/// Runs in the cloned child: async-signal-safe, no allocation, no locks.
+///
+/// # Safety
+/// None beyond the clone's own: the argument is not used.
+pub unsafe extern "C" fn child_exit_immediately(_arg: *mut c_void) -> c_int {
+    0
+}

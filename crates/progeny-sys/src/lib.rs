@@ -591,15 +591,12 @@ pub fn ioctl_tiocspgrp(fd: c_int, pgrp: i32) -> Result<()> {
     unsafe { sys!(libc::SYS_ioctl, fd, libc::TIOCSPGRP, &pgrp as *const i32) }.map(drop)
 }
 
-/// The raw `clone3` system call with the given arguments and no child function. Only for
-/// probing: call it with arguments that the kernel must refuse before creating a process.
-///
-/// # Safety
-/// If the kernel accepted the arguments, a child would return here on the caller's stack; the
-/// caller must make sure it cannot (for example, `size` 0 is always refused).
-pub unsafe fn clone3_probe(args: *mut CloneArgs, size: usize) -> Result<usize> {
-    // SAFETY: the caller guarantees the call creates no process.
-    unsafe { sys!(libc::SYS_clone3, args, size) }
+/// `clone3(NULL, 0)`: always refused, with `EINVAL` where `clone3` exists and `ENOSYS` (or a
+/// seccomp filter's answer) where it does not. Creates no process.
+pub fn clone3_presence() -> Result<usize> {
+    // SAFETY: a zero size is below CLONE_ARGS_SIZE_VER0, so the kernel refuses before reading
+    // the (null) pointer or creating anything.
+    unsafe { sys!(libc::SYS_clone3, 0usize, 0usize) }
 }
 
 #[cfg(test)]

@@ -40,6 +40,7 @@ mod command;
 mod container;
 mod error;
 mod plan;
+mod probe;
 mod spawn;
 mod stdio;
 
@@ -47,5 +48,6 @@ pub use child::Child;
 pub use command::{Backend, Command, CommandArgs, CommandEnvs};
 pub use container::{IdMap, IoPriority, Namespaces};
 pub use error::{SpawnError, Step};
+pub use probe::{probe, Feature, Probe};
 pub use spawn::{SpawnCall, SpawnPath};
 pub use stdio::Stdio;

@@ -548,6 +548,45 @@ fn clone_on(
     }
 }
 
+/// Creates a child with `clone3(CLONE_VM|CLONE_VFORK|CLONE_PIDFD|extra)` that exits at once, and
+/// reaps it: a trial that tells whether the kernel (and any seccomp filter) accepts the flags.
+pub(crate) fn trial_clone3(extra: u64, cgroup: Option<c_int>) -> Result<(), sys::Errno> {
+    let stack = match STACK.take() {
+        Some(stack) => stack,
+        None => {
+            ChildStack::new().map_err(|e| sys::Errno(e.raw_os_error().unwrap_or(libc::ENOMEM)))?
+        }
+    };
+    let (stack_low, stack_size) = stack.usable();
+    let mut pidfd: c_int = -1;
+    let mut args = sys::CloneArgs {
+        flags: sys::CLONE_VM | sys::CLONE_VFORK | sys::CLONE_PIDFD | extra,
+        pidfd: &mut pidfd as *mut c_int as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: stack_low as u64,
+        stack_size: stack_size as u64,
+        cgroup: cgroup.map_or(0, |fd| fd as u64),
+        ..Default::default()
+    };
+    let blocked = SignalsBlocked::new().map_err(|_| sys::Errno::INVAL)?;
+    // SAFETY: our private stack; the child only returns 0, touching nothing.
+    let ret = unsafe {
+        sys::clone3_run(
+            &mut args,
+            std::mem::size_of::<sys::CloneArgs>(),
+            progeny_child::child_exit_immediately,
+            ptr::null_mut(),
+        )
+    };
+    drop(blocked);
+    STACK.set(Some(stack));
+    let pid = sys::clone_result(ret)?;
+    // SAFETY: CLONE_PIDFD stored a fresh descriptor that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    reap_failed(pid, Some(&pidfd));
+    Ok(())
+}
+
 /// The error for a cgroup the kernel would not start the child in.
 fn cgroup_error(errno: i32) -> SpawnError {
     SpawnError::new(Step::Clone, errno, Subject::Call("clone3 into cgroup"))

@@ -67,6 +67,9 @@ fn main() {
             let after = &stat[stat.rfind(')').unwrap() + 2..];
             let fields: Vec<&str> = after.split(' ').collect();
             writeln!(out, "pgrp: {}", fields[2]).unwrap();
+            writeln!(out, "tty_nr: {}", fields[4]).unwrap();
+            writeln!(out, "tpgid: {}", fields[5]).unwrap();
+            writeln!(out, "nice: {}", fields[16]).unwrap();
             writeln!(out, "session: {}", fields[3]).unwrap();
             writeln!(out, "pid: {}", std::process::id()).unwrap();
         }
@@ -85,6 +88,74 @@ fn main() {
             f.write_all(args[2].as_bytes()).unwrap();
         }
         Some("exit") => std::process::exit(args[1].parse().unwrap()),
+        // The namespace links of this process: "kind target".
+        Some("ns") => {
+            for kind in ["cgroup", "ipc", "mnt", "net", "pid", "time", "user", "uts"] {
+                let target = std::fs::read_link(format!("/proc/self/ns/{kind}")).unwrap();
+                writeln!(out, "{kind} {}", target.display()).unwrap();
+            }
+        }
+        // Lines of /proc/self/status whose key is one of the arguments.
+        Some("status") => {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            for line in status.lines() {
+                if args[1..].iter().any(|k| line.starts_with(&format!("{k}:"))) {
+                    writeln!(out, "{line}").unwrap();
+                }
+            }
+        }
+        Some("ioprio") => {
+            writeln!(out, "{}", progeny_sys::ioprio_get_self().unwrap()).unwrap();
+        }
+        // Spawns, with progeny, `PROGRAM ARGS...` as root of a new user namespace (maps written
+        // by the parent) and passes its output through: run under a dropped uid, it shows that
+        // an unprivileged caller gets root inside.
+        Some("userns-root") => {
+            let output = progeny::Command::new(&args[1])
+                .args(&args[2..])
+                .unshare(progeny::Namespaces::USER)
+                .uid_map(&[progeny::IdMap::current_user_as_root()])
+                .gid_map(&[progeny::IdMap::current_group_as_root()])
+                .output();
+            match output {
+                Ok(o) => {
+                    out.write_all(&o.stdout).unwrap();
+                    std::process::exit(o.status.code().unwrap_or(1));
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    std::process::exit(3);
+                }
+            }
+        }
+        // Spawns `sleep 60` with a parent death signal of SIGKILL, prints its pid, and exits
+        // at once without waiting: the sleep must die with us.
+        Some("spawn-orphan") => {
+            let child = progeny::Command::new("sleep")
+                .arg("60")
+                .parent_death_signal(9)
+                .spawn()
+                .unwrap();
+            writeln!(out, "{}", child.id()).unwrap();
+            out.flush().unwrap();
+            std::process::exit(0);
+        }
+        // Spawns `sleep 60` with a parent death signal again and again, printing each pid,
+        // until killed (at most 500): killed mid-spawn, no sleep may outlive us.
+        Some("spawn-loop") => {
+            let mut children = Vec::new();
+            for _ in 0..500 {
+                let child = progeny::Command::new("sleep")
+                    .arg("60")
+                    .parent_death_signal(9)
+                    .spawn()
+                    .unwrap();
+                writeln!(out, "{}", child.id()).unwrap();
+                out.flush().unwrap();
+                children.push(child);
+            }
+            std::thread::sleep(std::time::Duration::from_secs(60));
+        }
         other => {
             eprintln!("progeny-inspect: unknown command {other:?}");
             std::process::exit(2);

@@ -1,0 +1,354 @@
+//! The zygote's side: the template process, the server it makes, and the children the server
+//! clones for the caller.
+//!
+//! Everything here runs in processes forked from the caller while it was single-threaded, so
+//! ordinary Rust (allocation included) is safe: no other thread can have held a lock at the
+//! fork. None of it ever returns into the caller's frames that the fork copied: every path ends
+//! in `exit_group`, and a panic is caught before it could unwind into them.
+#![allow(unsafe_code)]
+
+use std::ffi::c_int;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use progeny_child::{Failure, SignalReset};
+use progeny_sys as sys;
+
+use super::request::{decode, Decoded};
+use super::wire::{recv, recv_request, send, Writer};
+use super::{Hook, ZStep};
+use crate::error::invalid_input;
+use crate::plan::Prepared;
+
+/// What the caller asks the template for.
+pub(crate) const MAKE_SERVER: u8 = 1;
+
+/// Answer status: the child exists.
+pub(crate) const OK: u32 = 0;
+/// Answer status: an errno follows (the clone, or preparing for it, failed).
+pub(crate) const ERRNO: u32 = 1;
+/// Answer status: the request did not parse.
+pub(crate) const MALFORMED: u32 = 2;
+
+/// Runs `body` in a forked process and exits with its status; a panic exits with 101 instead of
+/// unwinding into the frames the fork copied from the caller.
+pub(crate) fn forked_main(body: impl FnOnce() -> i32) -> ! {
+    let status = catch_unwind(AssertUnwindSafe(body)).unwrap_or(101);
+    sys::exit_group(status)
+}
+
+/// Dies with the caller: `PR_SET_PDEATHSIG(SIGKILL)`, then the check that closes the race where
+/// the caller died before the death signal was armed (our parent would then no longer be it).
+///
+/// # Caveats
+/// The "parent" of `PR_SET_PDEATHSIG` is the *thread* that created the process: the template is
+/// forked by the thread that calls `Zygote::start` (the only one), and the server, cloned with
+/// `CLONE_PARENT`, has the same parent thread.
+///
+/// # References
+/// - [`PR_SET_PDEATHSIG(2const)`](https://man7.org/linux/man-pages/man2/PR_SET_PDEATHSIG.2const.html)
+fn die_with(caller: i32) -> bool {
+    // SAFETY: prctl with integer arguments only.
+    let armed = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+    armed == 0 && sys::getppid() == caller
+}
+
+/// Closes every descriptor but `keep`, so the zygote holds nothing of the caller's: no pipe end
+/// that would delay someone's end of file, no file that would stay locked.
+///
+/// # References
+/// - [`close_range(2)`](https://man7.org/linux/man-pages/man2/close_range.2.html)
+fn close_all_but(keep: RawFd) {
+    let keep = keep as u32;
+    let ranged = (keep == 0 || sys::close_range(0, keep - 1, 0).is_ok())
+        && sys::close_range(keep + 1, u32::MAX, 0).is_ok();
+    if !ranged {
+        // Before Linux 5.9: close what /proc lists (collected first, the listing holds a
+        // descriptor of its own).
+        let open: Vec<c_int> = std::fs::read_dir("/proc/self/fd")
+            .map(|dir| {
+                dir.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for fd in open {
+            if fd != keep as c_int {
+                let _ = sys::close(fd);
+            }
+        }
+    }
+}
+
+/// Blocks every signal and resets every disposition to the default.
+///
+/// The zygote must not run the caller's handlers (they would act on a copy of the caller), and
+/// must not die of a signal meant for the caller's process group, such as the terminal's
+/// `SIGINT`: it dies with the caller instead. Children inherit the full mask and set their own
+/// right before `execve`; they get the caller's ignored signals from each request.
+fn quiet_signals() {
+    let _ = sys::rt_sigprocmask(libc::SIG_SETMASK, Some(&sys::SIGSET_ALL), None);
+    let default = sys::KernelSigaction::default();
+    for sig in 1..=sys::NSIG {
+        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            let _ = sys::rt_sigaction(sig, Some(&default), None);
+        }
+    }
+}
+
+/// `clone(CLONE_PARENT|CLONE_PIDFD|SIGCHLD)` without a new stack: fork-style, the child returns
+/// here with a copy of our memory. `CLONE_PARENT` makes the new process a child of *our* parent,
+/// the caller, which can then wait for it and reap it like any child of its own; the pidfd lets
+/// the caller signal and wait without racing pid reuse.
+///
+/// With `CLONE_PARENT` the kernel gives the child our own exit signal rather than the one passed
+/// here; ours is `SIGCHLD` (the template was forked, the server cloned with `SIGCHLD`), so the
+/// caller sees an ordinary child.
+///
+/// # References
+/// - [`clone(2)`](https://man7.org/linux/man-pages/man2/clone.2.html)
+fn clone_parent() -> io::Result<Option<(u32, OwnedFd)>> {
+    let flags = libc::CLONE_PARENT as u64 | sys::CLONE_PIDFD | libc::SIGCHLD as u64;
+    let mut pidfd: c_int = -1;
+    // SAFETY: without CLONE_VM the child gets its own copy of this stack and returns here like
+    // after fork; with CLONE_PIDFD the kernel writes the pidfd into `pidfd` (the parent_tid
+    // argument). This process is single-threaded, so the child inherits no held lock.
+    let ret = unsafe {
+        sys::syscall6(
+            libc::SYS_clone,
+            [flags as usize, 0, &mut pidfd as *mut c_int as usize, 0, 0, 0],
+        )
+    };
+    match ret {
+        Ok(0) => Ok(None),
+        // SAFETY: CLONE_PIDFD stored a fresh descriptor that nothing else owns.
+        Ok(pid) => Ok(Some((pid as u32, unsafe { OwnedFd::from_raw_fd(pidfd) }))),
+        Err(e) => Err(io::Error::from_raw_os_error(e.raw())),
+    }
+}
+
+/// A close-on-exec `SOCK_SEQPACKET` pair.
+///
+/// # References
+/// - [`socketpair(2)`](https://man7.org/linux/man-pages/man2/socketpair.2.html)
+pub(crate) fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1 as c_int; 2];
+    // SAFETY: socketpair writes two descriptors into `fds`.
+    let ret = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if ret != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are fresh and ours.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// The template: a pristine single-threaded copy of the caller, kept only to make servers.
+///
+/// A server that dies (killed, out of memory) can be replaced from here without forking the
+/// caller again, which by then is usually multithreaded: a fork of it could inherit a lock held
+/// by another thread and deadlock in a hook.
+pub(crate) fn template_main(ctl: OwnedFd, caller: i32, hooks: &[(String, Hook)]) -> i32 {
+    if !die_with(caller) {
+        return 0;
+    }
+    close_all_but(ctl.as_raw_fd());
+    quiet_signals();
+    let mut buf = [0u8; 16];
+    loop {
+        match recv(ctl.as_raw_fd(), &mut buf) {
+            Ok(Some((1, fds))) if fds.is_empty() && buf[0] == MAKE_SERVER => {}
+            // End of file (the caller dropped the zygote) or nonsense: leave.
+            _ => return 0,
+        }
+        let mut answer = Writer::default();
+        let made = seqpacket_pair().and_then(|(ours, theirs)| {
+            match clone_parent()? {
+                // The server closes everything but `theirs` first thing, the control socket
+                // included: the caller's end of file on it is how the template learns to exit.
+                None => forked_main(|| server_main(theirs, caller, hooks)),
+                Some((pid, pidfd)) => Ok((pid, pidfd, ours)),
+            }
+        });
+        let fds = match &made {
+            Ok((pid, pidfd, ours)) => {
+                answer.u32(OK);
+                answer.u32(*pid);
+                answer.i32(0);
+                vec![ours.as_raw_fd(), pidfd.as_raw_fd()]
+            }
+            Err(e) => {
+                answer.u32(ERRNO);
+                answer.u32(0);
+                answer.i32(e.raw_os_error().unwrap_or(libc::EIO));
+                Vec::new()
+            }
+        };
+        if send(ctl.as_raw_fd(), &answer.0, &fds).is_err() {
+            return 0;
+        }
+    }
+}
+
+/// The server: receives requests, clones one child per request, answers with its pid and pidfd.
+fn server_main(sock: OwnedFd, caller: i32, hooks: &[(String, Hook)]) -> i32 {
+    if !die_with(caller) {
+        return 0;
+    }
+    close_all_but(sock.as_raw_fd());
+    loop {
+        let (body, fds) = match recv_request(sock.as_raw_fd()) {
+            Ok(Some(request)) => request,
+            // The caller closed its end (restart or drop) or died: nothing more to do. A
+            // request that does not even frame means the stream is out of step: leave too, and
+            // the caller reports the zygote as gone.
+            Ok(None) | Err(_) => return 0,
+        };
+        let mut answer = Writer::default();
+        let mut pidfd = None;
+        match decode(&body, fds) {
+            Err(_) => {
+                // Without a readable id there is no answer to match; this id is never used.
+                answer.u64(u64::MAX);
+                answer.u32(MALFORMED);
+                answer.u32(0);
+                answer.i32(0);
+            }
+            Ok(request) => {
+                answer.u64(request.id);
+                match start_child(request, hooks) {
+                    Ok((pid, fd)) => {
+                        answer.u32(OK);
+                        answer.u32(pid);
+                        answer.i32(0);
+                        pidfd = Some(fd);
+                    }
+                    Err(e) => {
+                        answer.u32(ERRNO);
+                        answer.u32(0);
+                        answer.i32(e.raw_os_error().unwrap_or(libc::EINVAL));
+                    }
+                }
+            }
+        }
+        let fds: Vec<RawFd> = pidfd.iter().map(|fd| fd.as_raw_fd()).collect();
+        if send(sock.as_raw_fd(), &answer.0, &fds).is_err() {
+            return 0;
+        }
+        // `pidfd` and every descriptor of the request close here: the server goes back to
+        // holding its socket alone.
+    }
+}
+
+/// Clones the child for `request`; returns its pid and pidfd. The request's descriptors close
+/// when this returns (the child has its copies).
+fn start_child(request: Decoded, hooks: &[(String, Hook)]) -> io::Result<(u32, OwnedFd)> {
+    let Decoded {
+        id: _,
+        mut prepared,
+        cwd_fd,
+        report,
+        ignored,
+        hooks: wanted,
+    } = request;
+    if wanted.iter().any(|(i, _)| *i as usize >= hooks.len()) {
+        return Err(invalid_input("unknown zygote hook"));
+    }
+    // The report pipe must outlive every step before exec: above every destination and out of
+    // the ranges that close-the-rest closes.
+    let report = prepared.reserve(report)?;
+    // Standard streams that the request leaves unmapped are closed, as a direct spawn from a
+    // caller without them would have them: the zygote's own low numbers hold other things.
+    let mapped: Vec<i32> = prepared.fds.iter().map(|m| m.dst).collect();
+    for n in 0..3u32 {
+        if !mapped.contains(&(n as i32)) {
+            prepared.close_ranges.push((n, n));
+        }
+    }
+    let setup = ChildSetup {
+        cwd_fd,
+        ignored,
+        hooks: &wanted,
+        report: report.as_raw_fd(),
+    };
+    match clone_parent()? {
+        None => child_main(&mut prepared, &setup, hooks),
+        Some(child) => Ok(child),
+    }
+}
+
+/// What the child does before the plan.
+struct ChildSetup<'a> {
+    cwd_fd: Option<RawFd>,
+    ignored: u64,
+    hooks: &'a [(u32, Vec<u8>)],
+    report: RawFd,
+}
+
+/// Writes a failure (and a message, for hooks) into the report pipe and exits 127.
+fn fail(report: RawFd, step: ZStep, errno: i32, index: usize, message: &[u8]) -> ! {
+    let failure = Failure {
+        step: step as u32,
+        errno,
+        index: index as u32,
+    };
+    let mut bytes = failure.encode().to_vec();
+    bytes.extend_from_slice(&message[..message.len().min(1024)]);
+    // One write under PIPE_BUF is atomic; if it fails the caller sees a child that exited 127
+    // without a report.
+    let _ = sys::write(report, &bytes);
+    sys::exit_group(127)
+}
+
+/// The cloned child: reports its pid, takes the caller's ignored signals and working directory,
+/// runs the requested hooks, then the plan. Never returns.
+///
+/// This is a fork-style child of a single-threaded process: it has its own copy of the memory
+/// and no lock can be held by anyone else, which is why the hooks may allocate.
+fn child_main(prepared: &mut Prepared, setup: &ChildSetup<'_>, hooks: &[(String, Hook)]) -> ! {
+    let report = setup.report;
+    // The pid first: should the zygote die before its answer reaches the caller, the caller
+    // still learns which child to wait for.
+    let _ = sys::write(report, &(sys::getpid() as u32).to_ne_bytes());
+    let ignore = sys::KernelSigaction {
+        handler: sys::SIG_IGN,
+        ..Default::default()
+    };
+    for sig in 1..=sys::NSIG {
+        let ignored = setup.ignored & (1u64 << (sig - 1)) != 0;
+        if ignored && sig != libc::SIGKILL && sig != libc::SIGSTOP && sig != libc::SIGPIPE {
+            if let Err(e) = sys::rt_sigaction(sig, Some(&ignore), None) {
+                fail(report, ZStep::IgnoreSignal, e.raw(), sig as usize, b"");
+            }
+        }
+    }
+    if let Some(fd) = setup.cwd_fd {
+        // SAFETY: fchdir takes an integer.
+        if unsafe { libc::fchdir(fd) } != 0 {
+            let errno = io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+            fail(report, ZStep::CallerCwd, errno, 0, b"");
+        }
+    }
+    for (position, (index, data)) in setup.hooks.iter().enumerate() {
+        let Some((_, hook)) = hooks.get(*index as usize) else {
+            fail(report, ZStep::Hook, libc::EINVAL, position, b"unknown hook");
+        };
+        match catch_unwind(AssertUnwindSafe(|| hook(data))) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let errno = e.raw_os_error().unwrap_or(0);
+                fail(report, ZStep::Hook, errno, position, e.to_string().as_bytes());
+            }
+            Err(_) => fail(report, ZStep::Hook, 0, position, b"the hook panicked"),
+        }
+    }
+    let mut plan = prepared.plan(SignalReset::SigpipeOnly);
+    progeny_child::child_main_forked(&mut plan, report)
+}
