@@ -14,6 +14,7 @@
 //! [`SnapshotError::Unsupported`].
 #![allow(unsafe_code)]
 
+mod core_file;
 pub mod cow;
 mod error;
 mod procfs;
@@ -23,6 +24,7 @@ mod self_snapshot;
 mod snapshot;
 pub mod targets;
 
+pub use core_file::{CoreOptions, CoreReport, Progress};
 pub use error::SnapshotError;
 pub use procfs::{read_maps, read_memory, Mapping};
 pub use ptrace::Registers;
