@@ -5,7 +5,10 @@
 //! Every in-process method does the same housekeeping: stdout goes to
 //! `/dev/null` (opened for each spawn, as `Stdio::null()` does), stdin and
 //! stderr are inherited, argv is `[program, args...]`, and the environment is
-//! the parent's.
+//! the parent's. Beyond that each library does what it always does: std
+//! resets the child's signal mask and `SIGPIPE`, progeny also closes every
+//! descriptor above 2 in the child (`close_range`, its default), and so on;
+//! that is part of what is being compared.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -178,8 +181,8 @@ enum Prepared {
     Floor(raw::FloorStack),
     /// std: a Command built once and spawned again and again.
     Std(std::process::Command),
-    /// progeny: likewise.
-    Progeny(progeny::Command),
+    /// progeny: likewise (boxed: its builder is large).
+    Progeny(Box<progeny::Command>),
 }
 
 /// A method prepared for one target: everything that can be done before the
@@ -221,7 +224,7 @@ impl Spawner {
                 } else {
                     progeny::Backend::Clone
                 });
-                Prepared::Progeny(command)
+                Prepared::Progeny(Box::new(command))
             }
             Method::PythonPopen | Method::PythonPosixSpawn | Method::GoExec => {
                 return Err(io::Error::new(
