@@ -165,6 +165,28 @@ fn unprivileged_caller_gets_root_in_a_user_namespace() {
     assert_eq!(field(&text, "Uid:"), "0\t0\t0\t0");
 }
 
+/// An unprivileged caller asking for a network namespace without a user namespace is refused by
+/// the kernel, and the error names the call.
+#[test]
+fn unprivileged_namespace_refusal_names_the_call() {
+    let _serial = serial();
+    if !is_root() {
+        eprintln!("skipped: needs root to drop to an unprivileged uid for the test");
+        return;
+    }
+    let out = Command::new(INSPECT)
+        .arg("try-unshare-net")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "clone3: Operation not permitted (os error 1)\n"
+    );
+}
+
 #[test]
 fn hostname_in_a_new_uts_namespace() {
     let _serial = serial();

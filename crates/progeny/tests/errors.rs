@@ -280,3 +280,20 @@ fn every_backend_runs_a_program() {
         assert!(before.is_empty(), "{backend:?} left {before:?}");
     }
 }
+
+/// Where clone3 answers ENOSYS (an old kernel, or a container runtime's seccomp filter), spawns
+/// take the legacy clone path, and the probe says why.
+#[test]
+fn spawns_fall_back_to_clone_where_clone3_is_missing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new(INSPECT).arg("no-clone3").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let path = lines.next().unwrap();
+    assert!(
+        path.starts_with("clone(CLONE_VM|CLONE_VFORK|CLONE_PIDFD"),
+        "{path}"
+    );
+    assert_eq!(lines.next(), Some("clone3 available: false"));
+}

@@ -2,6 +2,7 @@
 //! inside (its descriptors, signals, environment, directory, ids, arguments) and print it.
 //!
 //! Usage: `progeny-inspect COMMAND [ARGS...]`; each command prints plain lines on stdout.
+#![allow(unsafe_code)]
 
 use std::io::{Read, Write};
 
@@ -128,6 +129,26 @@ fn main() {
                 }
             }
         }
+        // Installs a seccomp filter that answers ENOSYS to clone3 (as container runtimes do),
+        // then spawns `true` with progeny and prints the path it took and the probe's verdict.
+        Some("no-clone3") => {
+            deny_clone3_with_enosys();
+            let mut child = progeny::Command::new("true").spawn().unwrap();
+            assert!(child.wait().unwrap().success());
+            writeln!(out, "{}", child.spawn_path()).unwrap();
+            let probe = progeny::probe();
+            writeln!(out, "clone3 available: {}", probe.has("clone3")).unwrap();
+        }
+        // Spawns `true` in a new network namespace and prints the error (run unprivileged).
+        Some("try-unshare-net") => {
+            match progeny::Command::new("true")
+                .unshare(progeny::Namespaces::NET)
+                .status()
+            {
+                Ok(status) => writeln!(out, "spawned: {status}").unwrap(),
+                Err(e) => writeln!(out, "{e}").unwrap(),
+            }
+        }
         // Spawns `sleep 60` with a parent death signal of SIGKILL, prints its pid, and exits
         // at once without waiting: the sleep must die with us.
         Some("spawn-orphan") => {
@@ -160,6 +181,59 @@ fn main() {
             eprintln!("progeny-inspect: unknown command {other:?}");
             std::process::exit(2);
         }
+    }
+}
+
+/// Installs a seccomp filter under which `clone3` fails with `ENOSYS` and everything else runs.
+fn deny_clone3_with_enosys() {
+    const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+    let stmt = |code: u16, k: u32| libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jump = |code: u16, k: u32, jt: u8, jf: u8| libc::sock_filter { code, jt, jf, k };
+    let filter = [
+        // seccomp_data.arch
+        stmt((libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16, 4),
+        jump(
+            (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            AUDIT_ARCH_X86_64,
+            0,
+            3,
+        ),
+        // seccomp_data.nr
+        stmt((libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16, 0),
+        jump(
+            (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            libc::SYS_clone3 as u32,
+            0,
+            1,
+        ),
+        stmt(
+            (libc::BPF_RET | libc::BPF_K) as u16,
+            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+        ),
+        stmt(
+            (libc::BPF_RET | libc::BPF_K) as u16,
+            libc::SECCOMP_RET_ALLOW,
+        ),
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: prctl with integer arguments, then with a pointer to a filter program that
+    // outlives the call (the kernel copies it).
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        let ret = libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &prog as *const libc::sock_fprog,
+        );
+        assert_eq!(ret, 0, "{}", std::io::Error::last_os_error());
     }
 }
 
