@@ -31,6 +31,13 @@
 //! 3. A failure in the child is written as `{step, errno}` into the parent's memory; the parent
 //!    reaps the failed child and returns a [`SpawnError`] naming the step, inside an `io::Error`.
 //!
+//! **The zygote.** For code that must run in the child (std's `pre_exec`), start a [`Zygote`]
+//! first thing in `main`, while the process is single-threaded: a forked helper that any thread
+//! can later ask to start a [`Command`]. It clones each child with `CLONE_PARENT`, so the child
+//! is the caller's own and comes back as an ordinary [`Child`], with the same errors as a direct
+//! spawn; registered [`Hook`] functions run in that child before the exec, where allocating and
+//! locking are safe because the helper has a single thread.
+//!
 //! Linux on x86_64 only, for now.
 
 pub use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus, Output};
@@ -43,6 +50,7 @@ mod plan;
 mod probe;
 mod spawn;
 mod stdio;
+mod zygote;
 
 pub use child::Child;
 pub use command::{Backend, Command, CommandArgs, CommandEnvs};
@@ -51,3 +59,4 @@ pub use error::{SpawnError, Step};
 pub use probe::{probe, Feature, Probe};
 pub use spawn::{SpawnCall, SpawnPath};
 pub use stdio::Stdio;
+pub use zygote::{Hook, HookError, Zygote, ZygoteBuilder};

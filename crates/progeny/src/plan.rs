@@ -29,7 +29,7 @@ pub(crate) struct CStrBlock {
 }
 
 impl CStrBlock {
-    fn with_capacity(strings: usize, bytes: usize) -> CStrBlock {
+    pub(crate) fn with_capacity(strings: usize, bytes: usize) -> CStrBlock {
         CStrBlock {
             bytes: Vec::with_capacity(bytes),
             starts: Vec::with_capacity(strings),
@@ -38,7 +38,7 @@ impl CStrBlock {
     }
 
     /// Appends the concatenation of `parts` as one string. The caller has checked for NULs.
-    fn push(&mut self, parts: &[&[u8]]) {
+    pub(crate) fn push(&mut self, parts: &[&[u8]]) {
         self.starts.push(self.bytes.len());
         for part in parts {
             self.bytes.extend_from_slice(part);
@@ -47,7 +47,7 @@ impl CStrBlock {
     }
 
     /// Builds the pointer array; the block must not grow afterwards.
-    fn seal(&mut self) {
+    pub(crate) fn seal(&mut self) {
         let base = self.bytes.as_ptr();
         self.pointers = self
             .starts

@@ -60,6 +60,15 @@ pub struct SpawnPath {
 }
 
 impl SpawnPath {
+    /// A child the zygote cloned fork-style with `CLONE_PARENT|CLONE_PIDFD`.
+    pub(crate) fn zygote() -> SpawnPath {
+        SpawnPath {
+            call: SpawnCall::Clone,
+            flags: libc::CLONE_PARENT as u64 | sys::CLONE_PIDFD,
+            cgroup_by_child: false,
+        }
+    }
+
     pub(crate) fn other(call: SpawnCall, cgroup_by_child: bool) -> SpawnPath {
         SpawnPath {
             call,
@@ -93,8 +102,9 @@ impl SpawnPath {
 
 impl std::fmt::Display for SpawnPath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        const NAMES: [(u64, &str); 14] = [
+        const NAMES: [(u64, &str); 15] = [
             (sys::CLONE_VM, "CLONE_VM"),
+            (libc::CLONE_PARENT as u64, "CLONE_PARENT"),
             (sys::CLONE_VFORK, "CLONE_VFORK"),
             (sys::CLONE_PIDFD, "CLONE_PIDFD"),
             (sys::CLONE_CLEAR_SIGHAND, "CLONE_CLEAR_SIGHAND"),
@@ -898,7 +908,7 @@ fn reap_failed(pid: u32, pidfd: Option<&OwnedFd>) {
 }
 
 /// Turns the child's report into an error with the step's subject.
-fn spawn_error(prepared: &Prepared, f: Failure) -> SpawnError {
+pub(crate) fn spawn_error(prepared: &Prepared, f: Failure) -> SpawnError {
     let index = f.index as usize;
     let step = Step::from_u32(f.step).unwrap_or(Step::Exec);
     let subject = match step {

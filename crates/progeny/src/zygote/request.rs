@@ -46,7 +46,9 @@ pub(crate) struct Decoded {
 }
 
 fn refuse(what: &str) -> io::Error {
-    unsupported(format!("the zygote cannot carry {what}; spawn this command directly"))
+    unsupported(format!(
+        "the zygote cannot carry {what}; spawn this command directly"
+    ))
 }
 
 fn strings(w: &mut Writer, block: &CStrBlock) {
@@ -109,7 +111,8 @@ pub(crate) fn encode(p: &Prepared, x: &Extras<'_>) -> io::Result<(Vec<u8>, Vec<R
         foreground_tty,
         parent_death,
         share_io_context,
-        kill_on_drop,
+        // Applied by the caller to the `Child` it builds.
+        kill_on_drop: _,
         sync_fd,
     } = p;
     if !close_other_fds {
@@ -129,9 +132,6 @@ pub(crate) fn encode(p: &Prepared, x: &Extras<'_>) -> io::Result<(Vec<u8>, Vec<R
     }
     if hostname.is_some() {
         return Err(refuse("a host name"));
-    }
-    if *kill_on_drop {
-        return Err(refuse("kill_on_drop"));
     }
     if !reserved.is_empty() || *sync_fd >= 0 {
         return Err(refuse("a plan prepared for another backend"));
@@ -155,7 +155,9 @@ pub(crate) fn encode(p: &Prepared, x: &Extras<'_>) -> io::Result<(Vec<u8>, Vec<R
     strings(&mut w, argv);
     strings(&mut w, envp);
     // Without its NUL; the zygote adds it back.
-    w.opt(cwd.as_deref(), |w, c| w.bytes(&c[..c.len().saturating_sub(1)]));
+    w.opt(cwd.as_deref(), |w, c| {
+        w.bytes(&c[..c.len().saturating_sub(1)])
+    });
     w.opt(x.cwd_fd, |w, fd| w.u32(index(fd)));
     w.u32(index(x.report_fd));
     w.u32((fds.len() + x.inherit.len()) as u32);

@@ -19,7 +19,7 @@ use super::request::{decode, Decoded};
 use super::wire::{recv, recv_request, send, Writer};
 use super::{Hook, ZStep};
 use crate::error::invalid_input;
-use crate::plan::Prepared;
+use crate::plan::{gaps, Prepared};
 
 /// What the caller asks the template for.
 pub(crate) const MAKE_SERVER: u8 = 1;
@@ -117,7 +117,14 @@ fn clone_parent() -> io::Result<Option<(u32, OwnedFd)>> {
     let ret = unsafe {
         sys::syscall6(
             libc::SYS_clone,
-            [flags as usize, 0, &mut pidfd as *mut c_int as usize, 0, 0, 0],
+            [
+                flags as usize,
+                0,
+                &mut pidfd as *mut c_int as usize,
+                0,
+                0,
+                0,
+            ],
         )
     };
     match ret {
@@ -202,7 +209,27 @@ fn server_main(sock: OwnedFd, caller: i32, hooks: &[(String, Hook)]) -> i32 {
     if !die_with(caller) {
         return 0;
     }
+    // The socket may have been made on a low number; keep it off the standard streams.
+    let sock = match sys::fcntl_int(sock.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) {
+        // SAFETY: F_DUPFD_CLOEXEC returned a fresh descriptor that nothing else owns.
+        Ok(high) => unsafe { OwnedFd::from_raw_fd(high) },
+        Err(_) => return 1,
+    };
     close_all_but(sock.as_raw_fd());
+    // /dev/null on 0, 1 and 2, so that nothing the server receives lands on a standard stream:
+    // a hook that prints (or panics) writes to /dev/null, not into a descriptor on its way to
+    // the child. The child closes or replaces them like any inherited descriptor.
+    if let Ok(null) = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        // With 0, 1 and 2 closed, the file is on 0: copy it to 1 and 2 and keep it there.
+        let null = OwnedFd::from(null);
+        let _ = sys::dup3(null.as_raw_fd(), 1, 0);
+        let _ = sys::dup3(null.as_raw_fd(), 2, 0);
+        std::mem::forget(null);
+    }
     loop {
         let (body, fds) = match recv_request(sock.as_raw_fd()) {
             Ok(Some(request)) => request,
@@ -261,9 +288,7 @@ fn start_child(request: Decoded, hooks: &[(String, Hook)]) -> io::Result<(u32, O
     if wanted.iter().any(|(i, _)| *i as usize >= hooks.len()) {
         return Err(invalid_input("unknown zygote hook"));
     }
-    // The report pipe must outlive every step before exec: above every destination and out of
-    // the ranges that close-the-rest closes.
-    let report = prepared.reserve(report)?;
+    let report = keep_report(&mut prepared, report)?;
     // Standard streams that the request leaves unmapped are closed, as a direct spawn from a
     // caller without them would have them: the zygote's own low numbers hold other things.
     let mapped: Vec<i32> = prepared.fds.iter().map(|m| m.dst).collect();
@@ -282,6 +307,30 @@ fn start_child(request: Decoded, hooks: &[(String, Hook)]) -> io::Result<(u32, O
         None => child_main(&mut prepared, &setup, hooks),
         Some(child) => Ok(child),
     }
+}
+
+/// The report pipe must outlive every step before exec: it must not sit on a destination (a
+/// placement would overwrite it) and must stay out of the ranges that close-the-rest closes.
+/// Relocated copies go at or above the relocation floor, to free numbers, so they cannot land on
+/// it either. Unlike the fork backend, it is not moved above the floor: with a destination near
+/// the descriptor limit that would fail here, where a direct spawn fails in the child with the
+/// step and errno the caller must see.
+fn keep_report(prepared: &mut Prepared, report: OwnedFd) -> io::Result<OwnedFd> {
+    let dsts: Vec<i32> = prepared.fds.iter().map(|m| m.dst).collect();
+    let mut report = report;
+    while dsts.contains(&report.as_raw_fd()) {
+        let moved = sys::fcntl_int(
+            report.as_raw_fd(),
+            libc::F_DUPFD_CLOEXEC,
+            report.as_raw_fd().saturating_add(1),
+        )
+        .map_err(|e| io::Error::from_raw_os_error(e.raw()))?;
+        // SAFETY: F_DUPFD_CLOEXEC returned a fresh descriptor that nothing else owns.
+        report = unsafe { OwnedFd::from_raw_fd(moved) };
+    }
+    prepared.reserved.push(report.as_raw_fd());
+    prepared.close_ranges = gaps(dsts.iter().copied().chain([report.as_raw_fd()]));
+    Ok(report)
 }
 
 /// What the child does before the plan.
@@ -332,7 +381,9 @@ fn child_main(prepared: &mut Prepared, setup: &ChildSetup<'_>, hooks: &[(String,
     if let Some(fd) = setup.cwd_fd {
         // SAFETY: fchdir takes an integer.
         if unsafe { libc::fchdir(fd) } != 0 {
-            let errno = io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+            let errno = io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO);
             fail(report, ZStep::CallerCwd, errno, 0, b"");
         }
     }
@@ -344,7 +395,13 @@ fn child_main(prepared: &mut Prepared, setup: &ChildSetup<'_>, hooks: &[(String,
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 let errno = e.raw_os_error().unwrap_or(0);
-                fail(report, ZStep::Hook, errno, position, e.to_string().as_bytes());
+                fail(
+                    report,
+                    ZStep::Hook,
+                    errno,
+                    position,
+                    e.to_string().as_bytes(),
+                );
             }
             Err(_) => fail(report, ZStep::Hook, 0, position, b"the hook panicked"),
         }

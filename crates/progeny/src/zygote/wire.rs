@@ -245,15 +245,20 @@ pub(crate) fn recv(sock: RawFd, buf: &mut [u8]) -> io::Result<Option<(usize, Vec
 }
 
 /// Sends `body` as one request: a first datagram with the total length, the start of the body
-/// and every descriptor, then the rest in chunks.
-pub(crate) fn send_request(sock: RawFd, body: &[u8], fds: &[RawFd]) -> io::Result<()> {
+/// and every descriptor, then the rest in chunks. On failure, says whether anything went out
+/// (after a partial request the stream is out of step).
+pub(crate) fn send_request(
+    sock: RawFd,
+    body: &[u8],
+    fds: &[RawFd],
+) -> Result<(), (bool, io::Error)> {
     let first = body.len().min(CHUNK - 4);
     let mut head = Vec::with_capacity(4 + first);
     head.extend_from_slice(&(body.len() as u32).to_ne_bytes());
     head.extend_from_slice(&body[..first]);
-    send(sock, &head, fds)?;
+    send(sock, &head, fds).map_err(|e| (false, e))?;
     for chunk in body[first..].chunks(CHUNK) {
-        send(sock, chunk, &[])?;
+        send(sock, chunk, &[]).map_err(|e| (true, e))?;
     }
     Ok(())
 }
