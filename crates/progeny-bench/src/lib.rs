@@ -13,6 +13,8 @@
 //! (line charts and distributions with `plotters`), [`table`] (text tables)
 //! and [`units`] (sizes, lists, µs).
 
+#[path = "core.rs"]
+pub mod core_dump;
 pub mod harness;
 pub mod machine;
 pub mod method;

@@ -173,10 +173,7 @@ pub fn run_snapshot_bench(
             measure_cell(config, cell).map_err(|err| {
                 io::Error::new(
                     err.kind(),
-                    format!(
-                        "{} threads, {} MiB: {err}",
-                        cell.threads, cell.memory_mib
-                    ),
+                    format!("{} threads, {} MiB: {err}", cell.threads, cell.memory_mib),
                 )
             })?;
         }

@@ -109,7 +109,10 @@ pub(crate) fn run(args: CowArgs) -> CliResult {
     }
     write!(out, "{}", decay.render())?;
     if let Some(path) = &args.json {
-        fs::write(path, raw_json(&options, &report.baseline, &report.with_snapshot))?;
+        fs::write(
+            path,
+            raw_json(&options, &report.baseline, &report.with_snapshot),
+        )?;
         writeln!(out, "raw figures: {}", path.display())?;
     }
     if let Some(path) = &args.plot {

@@ -70,7 +70,11 @@ pub(crate) fn run(args: SnapshotArgs) -> CliResult {
             snapshot.pid(),
             snapshot.child(),
             snapshot.threads().len(),
-            if snapshot.threads().len() == 1 { "" } else { "s" }
+            if snapshot.threads().len() == 1 {
+                ""
+            } else {
+                "s"
+            }
         )?;
         writeln!(out, "pause {:>10.1} µs", micros(snapshot.pause()))?;
         for (name, value) in [
@@ -140,7 +144,9 @@ pub(crate) fn run_bench(args: BenchSnapshotArgs) -> CliResult {
     use progeny_bench::snapshot::{run_snapshot_bench, snapshot_table, SnapshotBenchConfig};
     use progeny_bench::units::{parse_list, parse_size};
 
-    let threads: Vec<usize> = parse_list(&args.threads, "--threads", |t: &str| t.trim().parse::<usize>())?;
+    let threads: Vec<usize> = parse_list(&args.threads, "--threads", |t: &str| {
+        t.trim().parse::<usize>()
+    })?;
     if threads.contains(&0) {
         return Err("--threads: a target has at least one thread".into());
     }

@@ -86,7 +86,7 @@ impl Note {
 }
 
 fn pad4(out: &mut Vec<u8>) {
-    while out.len() % 4 != 0 {
+    while out.len() & 3 != 0 {
         out.push(0);
     }
 }
@@ -142,7 +142,7 @@ fn process_info(pid: i32) -> ProcessInfo {
 }
 
 /// `struct elf_prstatus` for x86_64 (336 bytes).
-fn prstatus(thread: &ThreadState, info: &ProcessInfo, pid: i32) -> Vec<u8> {
+fn prstatus(thread: &ThreadState, info: &ProcessInfo) -> Vec<u8> {
     let mut out = Vec::with_capacity(336);
     // pr_info (si_signo, si_code, si_errno), pr_cursig, padding.
     out.extend_from_slice(&libc::SIGSTOP.to_le_bytes());
@@ -155,7 +155,6 @@ fn prstatus(thread: &ThreadState, info: &ProcessInfo, pid: i32) -> Vec<u8> {
     for id in [thread.tid, info.ppid, info.pgrp, info.sid] {
         out.extend_from_slice(&id.to_le_bytes());
     }
-    let _ = pid;
     out.extend_from_slice(&[0u8; 64]); // pr_utime, pr_stime, pr_cutime, pr_cstime
     out.extend_from_slice(&registers_bytes(thread));
     out.extend_from_slice(&1i32.to_le_bytes()); // pr_fpvalid
@@ -247,10 +246,11 @@ impl Snapshot {
         let child_maps = self.child_maps()?;
         // What the target has now but the child lacks was not part of the snapshot.
         if let Ok(target_maps) = procfs::read_maps(self.pid()) {
-            for m in target_maps
-                .iter()
-                .filter(|m| !child_maps.iter().any(|c| c.start <= m.start && m.end <= c.end))
-            {
+            for m in target_maps.iter().filter(|m| {
+                !child_maps
+                    .iter()
+                    .any(|c| c.start <= m.start && m.end <= c.end)
+            }) {
                 report.warnings.push(format!(
                     "{:#x}-{:#x} {}: in the target but not in the snapshot (MADV_DONTFORK, or mapped after the stop)",
                     m.start, m.end, m.path
@@ -277,7 +277,7 @@ impl Snapshot {
             notes.push(Note {
                 name: b"CORE",
                 kind: NT_PRSTATUS,
-                desc: prstatus(thread, &info, self.pid()),
+                desc: prstatus(thread, &info),
             });
             if index == 0 {
                 notes.push(Note {
@@ -317,8 +317,8 @@ impl Snapshot {
         let segments: Vec<(&Mapping, bool)> = child_maps
             .iter()
             .map(|m| {
-                let wanted =
-                    m.read && !(options.skip_file_backed_readonly && m.path.starts_with('/') && !m.write);
+                let wanted = m.read
+                    && !(options.skip_file_backed_readonly && m.path.starts_with('/') && !m.write);
                 // A mapping whose first byte cannot be read ([vvar], device memory) is written
                 // as an empty segment, with a warning.
                 let readable = wanted && self.read_memory(m.start, &mut [0u8; 1]).unwrap_or(0) == 1;
@@ -355,7 +355,13 @@ impl Snapshot {
         header.extend_from_slice(&0u16.to_le_bytes()); // e_shnum
         header.extend_from_slice(&0u16.to_le_bytes()); // e_shstrndx
 
-        let mut program_header = |kind: u32, flags: u32, offset: u64, vaddr: u64, filesz: u64, memsz: u64, align: u64| {
+        let mut program_header = |kind: u32,
+                                  flags: u32,
+                                  offset: u64,
+                                  vaddr: u64,
+                                  filesz: u64,
+                                  memsz: u64,
+                                  align: u64| {
             header.extend_from_slice(&kind.to_le_bytes());
             header.extend_from_slice(&flags.to_le_bytes());
             header.extend_from_slice(&offset.to_le_bytes());
@@ -368,7 +374,7 @@ impl Snapshot {
         program_header(PT_NOTE, 0, notes_offset, 0, notes_size, 0, 4);
         let mut layout = Vec::with_capacity(segments.len());
         for (m, dump) in &segments {
-            let flags = u32::from(m.read) * 4 | u32::from(m.write) * 2 | u32::from(m.execute);
+            let flags = (u32::from(m.read) << 2) | (u32::from(m.write) << 1) | u32::from(m.execute);
             let filesz = if *dump { m.len() } else { 0 };
             program_header(PT_LOAD, flags, data_offset, m.start, filesz, m.len(), PAGE);
             layout.push((data_offset, filesz));

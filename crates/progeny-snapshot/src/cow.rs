@@ -218,13 +218,14 @@ pub fn probe(options: &CowOptions) -> io::Result<CowReport> {
     })
 }
 
-type Lifetime<'a> = (
-    Duration,
-    &'a mut Option<crate::SelfSnapshot>,
-    &'a mut usize,
-);
+type Lifetime<'a> = (Duration, &'a mut Option<crate::SelfSnapshot>, &'a mut usize);
 
-fn timed_writes(region: &Region, order: &[usize], value: u8, mut lifetime: Option<Lifetime>) -> CowRun {
+fn timed_writes(
+    region: &Region,
+    order: &[usize],
+    value: u8,
+    mut lifetime: Option<Lifetime>,
+) -> CowRun {
     let mut latencies = Vec::with_capacity(order.len());
     let faults_before = minor_faults();
     let start = Instant::now();

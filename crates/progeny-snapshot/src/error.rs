@@ -82,10 +82,16 @@ impl fmt::Display for SnapshotError {
                 write!(f, "not permitted to trace process {pid}: {source}")
             }
             SnapshotError::KernelThread { pid } => {
-                write!(f, "process {pid} is a kernel thread: it has no user memory to snapshot")
+                write!(
+                    f,
+                    "process {pid} is a kernel thread: it has no user memory to snapshot"
+                )
             }
             SnapshotError::Zombie { pid } => {
-                write!(f, "process {pid} is a zombie: it has exited and waits to be reaped")
+                write!(
+                    f,
+                    "process {pid} is a zombie: it has exited and waits to be reaped"
+                )
             }
             SnapshotError::TargetExited { pid } => {
                 write!(f, "process {pid} exited during the snapshot")

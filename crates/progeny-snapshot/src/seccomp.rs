@@ -37,9 +37,9 @@ impl SeccompData {
             4 => self.arch,
             8 => low(self.instruction_pointer),
             12 => high(self.instruction_pointer),
-            16..=63 if offset % 4 == 0 => {
+            16..=63 if offset & 3 == 0 => {
                 let arg = self.args[(offset as usize - 16) / 8];
-                if offset % 8 == 0 {
+                if offset & 7 == 0 {
                     low(arg)
                 } else {
                     high(arg)
@@ -65,10 +65,10 @@ pub(crate) fn run_filter(program: &[SockFilter], data: &SeccompData) -> Option<u
             // BPF_LD / BPF_LDX
             0x00 | 0x01 => {
                 let value = match insn.code & 0xe0 {
-                    0x00 => k,                                // BPF_IMM
-                    0x20 => data.word(k)?,                    // BPF_ABS
-                    0x60 => *scratch.get(k as usize)?,        // BPF_MEM
-                    0x80 => 64,                               // BPF_LEN
+                    0x00 => k,                         // BPF_IMM
+                    0x20 => data.word(k)?,             // BPF_ABS
+                    0x60 => *scratch.get(k as usize)?, // BPF_MEM
+                    0x80 => 64,                        // BPF_LEN
                     _ => return None,
                 };
                 if class == 0x00 {
@@ -165,7 +165,12 @@ mod tests {
     use super::*;
 
     fn stmt(code: u16, k: u32) -> SockFilter {
-        SockFilter { code, jt: 0, jf: 0, k }
+        SockFilter {
+            code,
+            jt: 0,
+            jf: 0,
+            k,
+        }
     }
 
     fn jump(code: u16, k: u32, jt: u8, jf: u8) -> SockFilter {

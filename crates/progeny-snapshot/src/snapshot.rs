@@ -106,7 +106,6 @@ pub struct Snapshot {
 /// syscall stops from signal stops during injection.
 const SEIZE_OPTIONS: libc::c_long = ptrace::PTRACE_O_TRACECLONE | ptrace::PTRACE_O_TRACESYSGOOD;
 
-
 impl Snapshot {
     /// Stops every thread of process `pid`, records each thread's registers and signal mask,
     /// makes one of them run `clone` (a fork without `SIGCHLD`), and resumes them all; returns
@@ -408,7 +407,8 @@ fn reap_through_target(pid: i32, child: i32, syscall_insn: u64) {
                     0,
                     0,
                 ];
-                let _ = inject_syscall(tid, &regs, mask, syscall_insn, libc::SYS_wait4 as u64, args);
+                let _ =
+                    inject_syscall(tid, &regs, mask, syscall_insn, libc::SYS_wait4 as u64, args);
             }
         }
         group.release();
@@ -469,10 +469,10 @@ fn find_syscall_instruction(pid: i32) -> Result<u64, SnapshotError> {
         maps.iter()
             .filter(|m| m.execute && m.read && m.path.starts_with('/') && m.path.contains("libc")),
     );
-    candidates.extend(
-        maps.iter()
-            .filter(|m| m.execute && m.read && m.path.starts_with('/') && !m.path.contains("libc")),
-    );
+    candidates
+        .extend(maps.iter().filter(|m| {
+            m.execute && m.read && m.path.starts_with('/') && !m.path.contains("libc")
+        }));
     for mapping in candidates {
         let len = mapping.len().min(4 << 20) as usize;
         let mut bytes = vec![0u8; len];
@@ -647,7 +647,12 @@ impl Group {
     /// every other traced thread's exit has been collected, so waiting for it first could block
     /// forever when the target is dying.
     fn leader_last(&self) -> Vec<i32> {
-        let mut tids: Vec<i32> = self.threads.keys().copied().filter(|&t| t != self.pid).collect();
+        let mut tids: Vec<i32> = self
+            .threads
+            .keys()
+            .copied()
+            .filter(|&t| t != self.pid)
+            .collect();
         if self.threads.contains_key(&self.pid) {
             tids.push(self.pid);
         }
@@ -656,8 +661,8 @@ impl Group {
 
     /// Seizes every thread listed in `/proc/PID/task` (without stopping them).
     fn seize_all(&mut self) -> Result<(), SnapshotError> {
-        let tids =
-            procfs::thread_ids(self.pid).map_err(|_| SnapshotError::NoSuchProcess { pid: self.pid })?;
+        let tids = procfs::thread_ids(self.pid)
+            .map_err(|_| SnapshotError::NoSuchProcess { pid: self.pid })?;
         let mut denied = None;
         for tid in tids {
             if self.threads.contains_key(&tid) {
@@ -692,11 +697,13 @@ impl Group {
             });
         }
         if self.threads.is_empty() {
-            return Err(if procfs::read_stat(&format!("/proc/{}/stat", self.pid)).is_ok() {
-                SnapshotError::Zombie { pid: self.pid }
-            } else {
-                SnapshotError::NoSuchProcess { pid: self.pid }
-            });
+            return Err(
+                if procfs::read_stat(&format!("/proc/{}/stat", self.pid)).is_ok() {
+                    SnapshotError::Zombie { pid: self.pid }
+                } else {
+                    SnapshotError::NoSuchProcess { pid: self.pid }
+                },
+            );
         }
         Ok(())
     }
@@ -735,7 +742,10 @@ impl Group {
                 break;
             }
         }
-        if !self.threads.values().any(|s| matches!(s, Tracee::Stopped(_)))
+        if !self
+            .threads
+            .values()
+            .any(|s| matches!(s, Tracee::Stopped(_)))
             || self.threads.get(&self.pid) == Some(&Tracee::Gone)
         {
             return Err(SnapshotError::TargetExited { pid: self.pid });
@@ -802,7 +812,14 @@ impl Group {
                 continue;
             };
             let regs = ptrace::get_regs(tid).map_err(|err| self.explain(err, "PTRACE_GETREGS"))?;
-            let mut xstate = vec![0u8; if xstate_len == 0 { 64 << 10 } else { xstate_len }];
+            let mut xstate = vec![
+                0u8;
+                if xstate_len == 0 {
+                    64 << 10
+                } else {
+                    xstate_len
+                }
+            ];
             let got = ptrace::get_regset(tid, ptrace::NT_X86_XSTATE, &mut xstate)
                 .map_err(|err| self.explain(err, "PTRACE_GETREGSET NT_X86_XSTATE"))?;
             xstate.truncate(got);

@@ -31,7 +31,9 @@ pub fn path() -> io::Result<PathBuf> {
     }
     let hash = SNAPSHOT_TARGET
         .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
     // SAFETY: getuid has no preconditions and cannot fail.
     let uid = unsafe { libc::getuid() };
     let dir = std::env::temp_dir().join(format!("progeny-snapshot-targets-{uid}"));
@@ -39,7 +41,10 @@ pub fn path() -> io::Result<PathBuf> {
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o755))?;
     let path = dir.join(format!("snapshot_target-{hash:016x}"));
     if !path.exists() {
-        let staging = dir.join(format!("snapshot_target-{hash:016x}.{}", std::process::id()));
+        let staging = dir.join(format!(
+            "snapshot_target-{hash:016x}.{}",
+            std::process::id()
+        ));
         {
             let mut file = fs::OpenOptions::new()
                 .write(true)

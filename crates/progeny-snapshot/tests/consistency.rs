@@ -22,19 +22,33 @@ fn snapshot_repeatedly(threads: &str, rounds: &str, snapshots: usize) {
         children.push(snapshot.child());
     }
     // Most snapshots must have caught the target computing, not already done.
-    assert!(saw_every_thread >= snapshots / 2, "only {saw_every_thread} saw all threads");
+    assert!(
+        saw_every_thread >= snapshots / 2,
+        "only {saw_every_thread} saw all threads"
+    );
     common::assert_not_stopped_or_traced(target.pid());
-    assert!(common::children_of(target.pid()).is_empty(), "a snapshot child was left behind");
+    assert!(
+        common::children_of(target.pid()).is_empty(),
+        "a snapshot child was left behind"
+    );
     for child in children {
         assert!(!common::alive(child), "snapshot child {child} still alive");
     }
 
     let expected = reference.finish();
     let report = target.finish();
-    assert_eq!(field(&report, "checksum"), field(&expected, "checksum"), "{report}");
+    assert_eq!(
+        field(&report, "checksum"),
+        field(&expected, "checksum"),
+        "{report}"
+    );
     assert_eq!(field(&report, "sigchld"), "0", "{report}");
     // wait(-1) saw nothing: no child at all (ECHILD), and the __WALL probe agrees.
-    assert_eq!(field(&report, "plain_wait"), format!("-1/{}", libc::ECHILD), "{report}");
+    assert_eq!(
+        field(&report, "plain_wait"),
+        format!("-1/{}", libc::ECHILD),
+        "{report}"
+    );
     assert_eq!(field(&report, "children"), "none", "{report}");
 }
 

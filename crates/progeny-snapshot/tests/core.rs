@@ -90,7 +90,10 @@ fn registers(program: &Path, core: &Path) -> BTreeMap<u32, Vec<String>> {
                 // gdb shows them unavailable in a kernel-format core and zero in its own.
                 let mask_register = name.len() == 2 && name.starts_with('k');
                 if !mask_register && !name.starts_with("warning") {
-                    threads.get_mut(&lwp).unwrap().push(format!("{name}={value}"));
+                    threads
+                        .get_mut(&lwp)
+                        .unwrap()
+                        .push(format!("{name}={value}"));
                 }
             }
         }
@@ -127,7 +130,11 @@ fn core_matches_gcore_in_gdb() {
         .arg(target.pid().to_string())
         .output()
         .unwrap();
-    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
     let theirs = PathBuf::from(format!("{}.{}", prefix.display(), target.pid()));
 
     let ours_bt = backtraces(&gdb(&program, &ours, &["thread apply all bt"]));
@@ -163,7 +170,11 @@ fn skipping_file_backed_text_makes_a_smaller_core_that_still_loads() {
     let dir = scratch_dir("small");
     let snapshot = Snapshot::take(target.pid(), &SnapshotOptions::default()).unwrap();
     let full = snapshot
-        .write_core(&dir.join("full.core"), &CoreOptions::default(), &mut |_, _| {})
+        .write_core(
+            &dir.join("full.core"),
+            &CoreOptions::default(),
+            &mut |_, _| {},
+        )
         .unwrap();
     let small_path = dir.join("small.core");
     let small = snapshot
@@ -176,7 +187,12 @@ fn skipping_file_backed_text_makes_a_smaller_core_that_still_loads() {
         )
         .unwrap();
     drop(snapshot);
-    assert!(small.bytes < full.bytes, "{} vs {}", small.bytes, full.bytes);
+    assert!(
+        small.bytes < full.bytes,
+        "{} vs {}",
+        small.bytes,
+        full.bytes
+    );
     let bt = backtraces(&gdb(&program, &small_path, &["thread apply all bt"]));
     assert_eq!(bt.len(), 8);
     let printed = gdb(&program, &small_path, &["print/x progeny_marker"]);

@@ -18,7 +18,8 @@ fn read_u64(pid: i32, addr: u64) -> u64 {
 #[test]
 fn child_holds_the_counter_value_of_the_moment_of_the_stop() {
     let target = Target::start(&["counter"]);
-    let addr = u64::from_str_radix(target.ready_field("addr").trim_start_matches("0x"), 16).unwrap();
+    let addr =
+        u64::from_str_radix(target.ready_field("addr").trim_start_matches("0x"), 16).unwrap();
     let pid = target.pid();
     std::thread::sleep(Duration::from_millis(50));
 
@@ -40,13 +41,21 @@ fn child_holds_the_counter_value_of_the_moment_of_the_stop() {
 
         let mut bytes = [0u8; 8];
         snapshot.read_memory(addr, &mut bytes).unwrap();
-        assert_eq!(u64::from_ne_bytes(bytes), at_stop, "child differs from the stopped target");
+        assert_eq!(
+            u64::from_ne_bytes(bytes),
+            at_stop,
+            "child differs from the stopped target"
+        );
 
         // The target runs on and its counter moves; the child's copy does not.
         std::thread::sleep(Duration::from_millis(20));
         assert!(read_u64(pid, addr) > at_stop, "the target was not resumed");
         snapshot.read_memory(addr, &mut bytes).unwrap();
-        assert_eq!(u64::from_ne_bytes(bytes), at_stop, "the child's copy changed");
+        assert_eq!(
+            u64::from_ne_bytes(bytes),
+            at_stop,
+            "the child's copy changed"
+        );
     }
     let report = target.finish();
     assert!(report.starts_with("counter="), "{report}");
@@ -69,7 +78,11 @@ fn child_is_a_stopped_traced_child_of_the_target_and_disappears_on_drop() {
             .to_string()
     };
     assert_eq!(line("PPid:"), target.pid().to_string());
-    assert_eq!(line("State:"), "t", "the child must be held in a ptrace stop");
+    assert_eq!(
+        line("State:"),
+        "t",
+        "the child must be held in a ptrace stop"
+    );
     // The tracer is the thread that took the snapshot.
     // SAFETY: gettid has no preconditions.
     assert_eq!(line("TracerPid:"), unsafe { libc::gettid() }.to_string());
@@ -81,7 +94,10 @@ fn child_is_a_stopped_traced_child_of_the_target_and_disappears_on_drop() {
     );
     common::assert_not_stopped_or_traced(target.pid());
     drop(snapshot);
-    assert!(!std::path::Path::new(&format!("/proc/{child}")).exists(), "child left behind");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{child}")).exists(),
+        "child left behind"
+    );
     assert!(common::children_of(target.pid()).is_empty());
     target.finish();
 }

@@ -49,19 +49,31 @@ fn another_users_process_is_permission_denied() {
     .join()
     .unwrap();
     let err = result.unwrap_err();
-    assert!(matches!(err, SnapshotError::PermissionDenied { .. }), "{err}");
+    assert!(
+        matches!(err, SnapshotError::PermissionDenied { .. }),
+        "{err}"
+    );
     assert_left_running(&target);
     target.finish();
 }
 
 #[test]
 fn kernel_thread_is_refused() {
-    let kthread = std::fs::read_dir("/proc").unwrap().flatten().find_map(|entry| {
-        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-        let flags: u64 = stat.rsplit(')').next()?.split_whitespace().nth(6)?.parse().ok()?;
-        (flags & 0x0020_0000 != 0).then_some(pid)
-    });
+    let kthread = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .find_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let flags: u64 = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(6)?
+                .parse()
+                .ok()?;
+            (flags & 0x0020_0000 != 0).then_some(pid)
+        });
     let Some(pid) = kthread else {
         eprintln!("skipped: no kernel thread is visible in this pid namespace");
         return;
@@ -119,7 +131,9 @@ fn seccomp_filter_that_kills_on_clone_is_refused_even_with_force() {
             force,
             ..SnapshotOptions::default()
         };
-        let err = Snapshot::take(target.pid(), &options).map(drop).unwrap_err();
+        let err = Snapshot::take(target.pid(), &options)
+            .map(drop)
+            .unwrap_err();
         assert!(matches!(err, SnapshotError::Seccomp { .. }), "{err}");
         if common::is_root() {
             // Root can read the filter, so the refusal names what it would do.

@@ -63,7 +63,11 @@ fn poll_sees_data_written_after_the_snapshot() {
     assert_eq!(field(&report, "ret"), "1", "{report}");
     // POLLIN, maybe with POLLHUP if the pipe was closed before poll looked again.
     let revents: i32 = field(&report, "revents").parse().unwrap();
-    assert_eq!(revents & i32::from(libc::POLLIN), i32::from(libc::POLLIN), "{report}");
+    assert_eq!(
+        revents & i32::from(libc::POLLIN),
+        i32::from(libc::POLLIN),
+        "{report}"
+    );
 }
 
 #[test]
@@ -73,7 +77,11 @@ fn futex_wait_times_out_with_etimedout() {
     snapshot_while_blocked(&target);
     let report = target.finish();
     assert_eq!(field(&report, "ret"), "-1", "{report}");
-    assert_eq!(field(&report, "errno"), libc::ETIMEDOUT.to_string(), "{report}");
+    assert_eq!(
+        field(&report, "errno"),
+        libc::ETIMEDOUT.to_string(),
+        "{report}"
+    );
     let elapsed: u64 = field(&report, "elapsed_ms").parse().unwrap();
     assert!((1500..3000).contains(&elapsed), "{report}");
 }

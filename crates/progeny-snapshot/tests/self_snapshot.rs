@@ -28,10 +28,18 @@ fn child_keeps_memory_of_the_moment_and_is_invisible_to_plain_wait() {
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     let plain = unsafe {
         // SAFETY: `info` is a live local.
-        libc::waitid(libc::P_PID, child as u32, &mut info, libc::WEXITED | libc::WNOHANG)
+        libc::waitid(
+            libc::P_PID,
+            child as u32,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG,
+        )
     };
     assert_eq!(plain, -1);
-    assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::ECHILD));
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::ECHILD)
+    );
     let clone = unsafe {
         // SAFETY: `info` is a live local; WNOWAIT leaves the child alone.
         libc::waitid(
@@ -71,8 +79,16 @@ fn cow_probe_sees_copy_faults_only_with_a_snapshot() {
     assert_eq!(report.with_snapshot.latencies_ns.len(), 2000);
     // Behaviour, not speed: without a child the pages are private and present, so writing
     // them takes no fault; with the child every first write is a copy-on-write fault.
-    assert!(report.baseline.minor_faults < 100, "{}", report.baseline.minor_faults);
-    assert!(report.with_snapshot.minor_faults >= 2000, "{}", report.with_snapshot.minor_faults);
+    assert!(
+        report.baseline.minor_faults < 100,
+        "{}",
+        report.baseline.minor_faults
+    );
+    assert!(
+        report.with_snapshot.minor_faults >= 2000,
+        "{}",
+        report.with_snapshot.minor_faults
+    );
     assert_eq!(report.writes_while_child_lived, 2000);
 }
 

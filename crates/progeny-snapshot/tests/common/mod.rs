@@ -41,7 +41,10 @@ impl Target {
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut ready_line = String::new();
         stdout.read_line(&mut ready_line).unwrap();
-        assert!(ready_line.starts_with("ready"), "target said {ready_line:?}");
+        assert!(
+            ready_line.starts_with("ready"),
+            "target said {ready_line:?}"
+        );
         Target {
             child,
             stdin,
@@ -69,7 +72,10 @@ impl Target {
         let mut rest = String::new();
         self.stdout.read_to_string(&mut rest).unwrap();
         let status = self.child.wait().unwrap();
-        assert!(status.success(), "target failed: {status:?}, printed {rest:?}");
+        assert!(
+            status.success(),
+            "target failed: {status:?}, printed {rest:?}"
+        );
         rest
     }
 
@@ -81,7 +87,13 @@ impl Target {
                 .unwrap_or_default();
             let stat =
                 std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .chars()
+                .next();
             if state == Some('S') && !syscall.starts_with("running") && !syscall.is_empty() {
                 return;
             }
@@ -110,7 +122,13 @@ pub fn field(line: &str, key: &str) -> String {
 pub fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|stat| {
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .chars()
+                .next();
             !matches!(state, Some('Z') | Some('X'))
         })
         .unwrap_or(false)
@@ -122,7 +140,10 @@ pub fn children_of(pid: i32) -> Vec<i32> {
     if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for task in tasks.flatten() {
             let text = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-            all.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+            all.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
         }
     }
     all
@@ -138,13 +159,21 @@ pub fn assert_not_stopped_or_traced(pid: i32) {
             .find(|l| l.starts_with("State:"))
             .and_then(|l| l.split_whitespace().nth(1))
             .unwrap_or("");
-        let tracer = status.lines().find(|l| l.starts_with("TracerPid:")).unwrap_or("");
+        let tracer = status
+            .lines()
+            .find(|l| l.starts_with("TracerPid:"))
+            .unwrap_or("");
         assert!(
             state != "T" && state != "t",
             "{}: {state}",
             task.path().display()
         );
-        assert_eq!(tracer.split_whitespace().nth(1), Some("0"), "{}", task.path().display());
+        assert_eq!(
+            tracer.split_whitespace().nth(1),
+            Some("0"),
+            "{}",
+            task.path().display()
+        );
     }
 }
 
