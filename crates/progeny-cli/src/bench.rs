@@ -30,6 +30,7 @@ enum BenchCommand {
     Spawn(SpawnArgs),
     Show(ShowArgs),
     Snapshot(crate::snapshot::BenchSnapshotArgs),
+    Core(crate::core_dump::BenchCoreArgs),
 }
 
 /// Runs a `progeny bench` subcommand.
@@ -38,6 +39,7 @@ pub(crate) fn run(args: BenchArgs) -> CliResult {
         BenchCommand::Spawn(args) => run_spawn(args),
         BenchCommand::Show(args) => run_show(args),
         BenchCommand::Snapshot(args) => crate::snapshot::run_bench(args),
+        BenchCommand::Core(args) => crate::core_dump::run_bench(args),
     }
 }
 

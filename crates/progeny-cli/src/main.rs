@@ -6,6 +6,8 @@
 //! head`) is not an error: the command exits 0.
 
 mod bench;
+#[path = "core.rs"]
+mod core_dump;
 mod cow;
 mod snapshot;
 
@@ -34,6 +36,8 @@ enum Command {
     Snapshot(snapshot::SnapshotArgs),
     /// Measure what a live snapshot child costs the original's page writes.
     Cow(cow::CowArgs),
+    /// Write a gdb-loadable core of a running process, pausing it only for the snapshot.
+    Core(core_dump::CoreArgs),
 }
 
 fn main() -> ExitCode {
@@ -71,6 +75,7 @@ fn run(cli: Cli) -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Snapshot(args) => snapshot::run(args),
         Command::Cow(args) => cow::run(args),
+        Command::Core(args) => core_dump::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
