@@ -80,6 +80,11 @@ pub enum Event<'a> {
         /// Bytes being touched.
         memory_bytes: u64,
     },
+    /// Preparing something that takes a while (building the Go peer).
+    Preparing {
+        /// What is being prepared, for display.
+        what: &'a str,
+    },
     /// Step `step` (0-based) starts.
     Step {
         /// Index of the step.
@@ -293,6 +298,9 @@ pub fn run_spawn_bench(
     }
 
     if !external.is_empty() {
+        observer.event(Event::Preparing {
+            what: "preparing the external peers (the first Go build takes a few seconds)",
+        });
         let peers = Peers::prepare(&directory, &external);
         let knobs = PeerLoop {
             iterations: config.iterations,

@@ -72,8 +72,9 @@ fn config_for(method: Method, file: &std::path::Path, threads: u32) -> SpawnBenc
         targets: vec![TargetSpec::Custom(appending_target(file))],
         memory_bytes: vec![0],
         threads: vec![threads],
+        // min = max: however slow the machine, exactly 6 are measured.
         iterations: 6,
-        min_iterations: 1,
+        min_iterations: 6,
         warmup: 2,
         budget: Duration::from_millis(200),
     }

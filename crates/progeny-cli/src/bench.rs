@@ -198,6 +198,7 @@ impl Observer for ProgressDisplay {
                 "touching {} of parent memory",
                 format_bytes(memory_bytes)
             )),
+            Event::Preparing { what } => self.bar.set_message(what.to_owned()),
             Event::Step { step, label } => {
                 self.step = step;
                 self.bar.set_position(step * TICKS_PER_STEP);
