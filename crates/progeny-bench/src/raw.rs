@@ -47,7 +47,7 @@ pub(crate) struct ExecPlan {
 }
 
 impl ExecPlan {
-    /// Freezes `program` with `args` (argv[0] is `program` itself) and the
+    /// Freezes `program` with `args` (`argv[0]` is `program` itself) and the
     /// environment `env` (`KEY=value` strings).
     pub(crate) fn new(program: &OsStr, args: &[&OsStr], env: &[&OsStr]) -> io::Result<Self> {
         let path = c_string(program)?;

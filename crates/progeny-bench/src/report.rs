@@ -152,7 +152,7 @@ pub struct TargetRecord {
     pub name: String,
     /// Executable path at run time.
     pub program: String,
-    /// Arguments after argv[0].
+    /// Arguments after `argv[0]`.
     pub args: Vec<String>,
     /// What it is, for tables and plot titles.
     #[serde(default)]

@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 /// `-static -nostdlib`, one `exit_group(0)` system call.
 static NOOP_EXECUTABLE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/noop"));
 
-/// A program to spawn, with its arguments (argv[0] is the program itself).
+/// A program to spawn, with its arguments (`argv[0]` is the program itself).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// Short name used in tables, JSON and plots (`true`, `noop`, or a path).
     pub name: String,
     /// Path of the executable (absolute, so no `PATH` search is involved).
     pub program: PathBuf,
-    /// Arguments after argv[0].
+    /// Arguments after `argv[0]`.
     pub args: Vec<OsString>,
     /// What it is, for tables and plot titles (by default its path).
     pub about: String,
