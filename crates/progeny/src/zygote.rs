@@ -384,6 +384,9 @@ impl Zygote {
                 }
             }
         }
+        // Which standard streams a direct spawn would pass on: open and not close-on-exec. Read
+        // before `prepare`, whose new pipes may land on a closed 0, 1 or 2.
+        let inheritable: Vec<RawFd> = (0..3).filter(|&n| inheritable(n)).collect();
         let mut prepared = prepare(cmd, stdin_default, out_default)?;
         let cwd = match cmd.get_current_dir() {
             Some(dir) if dir.is_absolute() => None,
@@ -394,8 +397,9 @@ impl Zygote {
         let (report_reader, report_writer) = std::io::pipe()?;
         // Streams the command leaves inherited come from the caller's own descriptors as they
         // are now: the zygote holds no standard streams.
-        let inherit: Vec<RawFd> = (0..3)
-            .filter(|n| !prepared.fds.iter().any(|m| m.dst == *n) && is_open(*n))
+        let inherit: Vec<RawFd> = inheritable
+            .into_iter()
+            .filter(|n| !prepared.fds.iter().any(|m| m.dst == *n))
             .collect();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (body, fds) = request::encode(
@@ -700,8 +704,9 @@ fn open_cwd() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn is_open(fd: RawFd) -> bool {
-    sys::fcntl_int(fd, libc::F_GETFD, 0).is_ok()
+/// Whether a child would inherit `fd` through exec: open, and not close-on-exec.
+fn inheritable(fd: RawFd) -> bool {
+    sys::fcntl_int(fd, libc::F_GETFD, 0).is_ok_and(|flags| flags & libc::FD_CLOEXEC == 0)
 }
 
 /// The signals the caller ignores right now, as a mask (bit `n - 1` for signal `n`).

@@ -337,6 +337,34 @@ fn inherited_stdio_is_the_callers(zygote: &Zygote, _: &Zygote) -> Outcome {
         .read_to_string(&mut text)
         .map_err(|e| e.to_string())?;
     ensure!(text == "through the caller's stdout\n", "pipe got {text:?}");
+
+    // A stream the caller has closed is closed in the child too, as after a direct spawn (and
+    // the pipe the spawn makes on the free number 0 must not become the child's stdin).
+    // SAFETY: stdin is saved, closed for the two spawns, and restored.
+    let saved = unsafe { libc::dup(0) };
+    ensure!(saved >= 0, "dup");
+    // SAFETY: as above.
+    unsafe { libc::close(0) };
+    // The shell, not progeny-inspect: Rust's runtime reopens a closed stdin on /dev/null.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "[ -e /proc/self/fd/0 ] && echo open || echo closed"])
+        .stdin(Stdio::inherit())
+        .stderr(Stdio::null());
+    let direct = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|c| c.wait_with_output());
+    let via = stdout_of(zygote, &mut cmd);
+    // SAFETY: restores stdin.
+    unsafe {
+        libc::dup2(saved, 0);
+        libc::close(saved);
+    }
+    let direct = direct.map_err(|e| e.to_string())?;
+    let direct = String::from_utf8_lossy(&direct.stdout);
+    let via = via?;
+    ensure!(direct == "closed\n", "direct child's stdin is {direct}");
+    ensure!(via == direct, "zygote child's stdin is {via}");
     Ok(())
 }
 
@@ -369,6 +397,25 @@ fn descriptor_mapping(zygote: &Zygote, _: &Zygote) -> Outcome {
         numbers == BTreeSet::from([0, 1, 2, 3, 4, 5, 9]),
         "the child holds {fds:?}"
     );
+
+    // Many destinations, given from the highest down: the zygote receives the sources on low
+    // numbers that later mappings' destinations cover, so some must be moved out of the way
+    // before placing (the swap case of a direct spawn, on the zygote's numbers).
+    let mut cmd = inspect(&["fds"]);
+    for k in 0..24 {
+        cmd.fd(26 - k, open(&format!("f{k}"))?);
+    }
+    cmd.stdin(Stdio::null()).stderr(Stdio::null());
+    let fds = parse_fds(&stdout_of(zygote, &mut cmd)?);
+    for k in 0..24 {
+        let n = 26 - k;
+        ensure!(
+            fds.iter()
+                .any(|(m, t)| *m == n && t.ends_with(&format!("/f{k}"))),
+            "descriptor {n} is not f{k}: {fds:?}"
+        );
+    }
+    ensure!(fds.len() == 27, "the child holds {fds:?}");
 
     // A swap of the standard streams: the command's 1 is a file, 2 is a pipe; map them over each
     // other by number.

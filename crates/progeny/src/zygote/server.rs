@@ -224,8 +224,10 @@ fn server_main(sock: OwnedFd, caller: i32, hooks: &[(String, Hook)]) -> i32 {
         .write(true)
         .open("/dev/null")
     {
-        // With 0, 1 and 2 closed, the file is on 0: copy it to 1 and 2 and keep it there.
+        // With 0, 1 and 2 closed, the file is on 0: copy it to 1 and 2 and keep it there, all
+        // three inheritable like standard streams (the child's plan decides what survives).
         let null = OwnedFd::from(null);
+        let _ = sys::fcntl_int(null.as_raw_fd(), libc::F_SETFD, 0);
         let _ = sys::dup3(null.as_raw_fd(), 1, 0);
         let _ = sys::dup3(null.as_raw_fd(), 2, 0);
         std::mem::forget(null);
