@@ -235,10 +235,8 @@ pub fn spawn_tables(report: &SpawnReport) -> String {
         {
             memory_points.insert(0, 0);
         }
-        for (group, &memory) in memory_points.iter().enumerate() {
-            if group > 0 {
-                table.separator();
-            }
+        let mut any_group = false;
+        for &memory in &memory_points {
             let mut first_row = true;
             let reference = report
                 .find(REFERENCE_METHOD, &target.name, memory, first_threads)
@@ -251,6 +249,10 @@ pub fn spawn_tables(report: &SpawnReport) -> String {
                 let Some(any) = cells.first() else {
                     continue;
                 };
+                if first_row && any_group {
+                    table.separator();
+                }
+                any_group = true;
                 let mut row = vec![
                     if first_row {
                         format_bytes(memory)
@@ -304,7 +306,14 @@ pub fn spawn_tables(report: &SpawnReport) -> String {
     }
 
     let has_memory_dimension = report.config.memory_bytes.len() >= 2;
-    if has_memory_dimension {
+    let has_slopes = report.config.methods.iter().any(|method| {
+        report
+            .config
+            .targets
+            .iter()
+            .any(|t| memory_slope_us_per_gib(report, method, &t.name, first_threads).is_some())
+    });
+    if has_memory_dimension && has_slopes {
         let _ = writeln!(
             out,
             "slope of the median against parent memory, µs per GiB ({first_threads} thread{}):",
