@@ -151,9 +151,9 @@ fn raw_json(options: &CowOptions, baseline: &CowRun, with: &CowRun) -> String {
         }
         items
     };
-    let _ = write!(
+    let _ = writeln!(
         text,
-        "{{\"pages\":{},\"writes\":{},\"baseline\":{{\"minor_faults\":{},\"total_ns\":{},\"latencies_ns\":[{}]}},\"with_snapshot\":{{\"minor_faults\":{},\"total_ns\":{},\"latencies_ns\":[{}]}}}}\n",
+        "{{\"pages\":{},\"writes\":{},\"baseline\":{{\"minor_faults\":{},\"total_ns\":{},\"latencies_ns\":[{}]}},\"with_snapshot\":{{\"minor_faults\":{},\"total_ns\":{},\"latencies_ns\":[{}]}}}}",
         options.pages,
         options.writes,
         baseline.minor_faults,
