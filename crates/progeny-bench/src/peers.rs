@@ -142,7 +142,16 @@ fn prepare_go(dir: &TargetDir) -> Result<PathBuf, String> {
     std::fs::write(&source, GO_PEER_SOURCE)
         .map_err(|e| format!("cannot write {}: {e}", source.display()))?;
     let binary = dir.path().join("spawn_peer_go");
-    let output = Command::new(go)
+    let mut command = Command::new(go);
+    // Go needs a build cache; without GOCACHE, HOME or XDG_CACHE_HOME (a
+    // bare CI environment) it refuses to build, so give it a private one.
+    if ["GOCACHE", "HOME", "XDG_CACHE_HOME"]
+        .iter()
+        .all(|name| std::env::var_os(name).unwrap_or_default().is_empty())
+    {
+        command.env("GOCACHE", dir.path().join("go-cache"));
+    }
+    let output = command
         .arg("build")
         .arg("-o")
         .arg(&binary)
