@@ -349,7 +349,19 @@ impl Snapshot {
         }
         ptrace::detach(self.child, libc::SIGSTOP)?;
         self.child_traced = false;
-        Ok(())
+        // The group stop happens when the child runs again after the detach: wait for it, so
+        // a tool started right after this returns finds the child stopped.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            match procfs::read_stat(&format!("/proc/{}/stat", self.child)) {
+                Ok(stat) if stat.state == 'T' => return Ok(()),
+                Ok(_) => std::thread::sleep(Duration::from_micros(100)),
+                Err(err) => return Err(err),
+            }
+        }
+        Err(io::Error::other(
+            "the snapshot child did not enter its stop",
+        ))
     }
 }
 

@@ -2,9 +2,9 @@
  * Snapshot targets: one program, one mode per scenario the tests and benchmarks need.
  *
  *   checksum THREADS ROUNDS  each thread folds a deterministic integer+floating-point chain,
- *                            sleeping briefly between rounds; then the program waits for EOF on
- *                            stdin and prints the checksum, the SIGCHLDs it saw and whether it has
- *                            any child left (a snapshot must leave neither behind)
+ *                            sleeping briefly between rounds, then waits (alive) for EOF on
+ *                            stdin; the program prints the checksum, the SIGCHLDs it saw and
+ *                            whether it has any child left (a snapshot must leave neither behind)
  *   read                     blocks in read(0) and reports what it returned
  *   nanosleep MS             sleeps MS milliseconds in one nanosleep and reports result and time
  *   poll MS                  polls stdin with a timeout of MS milliseconds and reports
@@ -19,6 +19,7 @@
  * Every mode prints one line starting with "ready" once it is in the state under test.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -92,6 +93,21 @@ static void *run_chain(void *arg) {
     return NULL;
 }
 
+/* Threads stay alive, blocked, until the main thread has seen EOF: every snapshot taken before
+ * then sees every thread, however fast or slow the machine is. */
+static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t release_cond = PTHREAD_COND_INITIALIZER;
+static int released;
+
+static void *run_chain_then_wait(void *arg) {
+    run_chain(arg);
+    pthread_mutex_lock(&release_lock);
+    while (!released)
+        pthread_cond_wait(&release_cond, &release_lock);
+    pthread_mutex_unlock(&release_lock);
+    return NULL;
+}
+
 static int mode_checksum(int threads, long rounds) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -101,21 +117,25 @@ static int mode_checksum(int threads, long rounds) {
 
     struct chain *chains = calloc((size_t)threads, sizeof *chains);
     pthread_t *ids = calloc((size_t)threads, sizeof *ids);
-    ready();
     for (int t = 0; t < threads; t++) {
         chains[t].seed = (uint64_t)t + 1;
         chains[t].rounds = rounds;
         if (t > 0)
-            pthread_create(&ids[t], NULL, run_chain, &chains[t]);
+            pthread_create(&ids[t], NULL, run_chain_then_wait, &chains[t]);
     }
+    ready();
     run_chain(&chains[0]);
+    wait_for_eof();
+    pthread_mutex_lock(&release_lock);
+    released = 1;
+    pthread_cond_broadcast(&release_cond);
+    pthread_mutex_unlock(&release_lock);
     uint64_t total = 0;
     for (int t = 0; t < threads; t++) {
         if (t > 0)
             pthread_join(ids[t], NULL);
         total = total * 31 + chains[t].result;
     }
-    wait_for_eof();
     /* A plain wait must see nothing; a __WALL probe that does not reap tells whether any child
      * (even a clone child with no exit signal) is left. */
     pid_t plain = waitpid(-1, NULL, WNOHANG);
@@ -333,6 +353,34 @@ static void *park_thread(void *arg) {
     return NULL;
 }
 
+/* How many threads of this process other than the caller are in state S. */
+static int sleeping_threads(void) {
+    int count = 0;
+    pid_t self = (pid_t)syscall(SYS_gettid);
+    DIR *dir = opendir("/proc/self/task");
+    if (!dir)
+        return 0;
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL) {
+        int tid = atoi(entry->d_name);
+        if (tid <= 0 || tid == self)
+            continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        char *close = strrchr(buf, ')');
+        if (close && close[1] == ' ' && close[2] == 'S')
+            count++;
+    }
+    closedir(dir);
+    return count;
+}
+
 __attribute__((noinline)) void park_main_hotel(void) {
     wait_for_eof();
     __asm__ volatile("" ::: "memory");
@@ -346,9 +394,12 @@ static int mode_parked(void) {
         pthread_create(&id, NULL, park_thread, (void *)t);
     }
     progeny_marker = 0x5eed1234;
-    /* Give every thread time to reach its read. */
-    struct timespec settle = {0, 100 * 1000000};
-    nanosleep(&settle, NULL);
+    /* Wait until the seven other threads sleep (in their read), so that every observer sees
+     * them parked, not starting. */
+    for (int tries = 0; tries < 5000 && sleeping_threads() < 7; tries++) {
+        struct timespec settle = {0, 1000000};
+        nanosleep(&settle, NULL);
+    }
     ready();
     park_main_hotel();
     return 0;

@@ -12,20 +12,25 @@ fn snapshot_repeatedly(threads: &str, rounds: &str, snapshots: usize) {
     let target = Target::start(&["checksum", threads, rounds]);
     let max_threads: usize = threads.parse().unwrap();
     let mut children = Vec::new();
-    let mut saw_every_thread = 0;
+    let mut computing = 0;
     for _ in 0..snapshots {
         let snapshot = Snapshot::take(target.pid(), &SnapshotOptions::default())
             .unwrap_or_else(|err| panic!("snapshot of {}: {err}", target.pid()));
-        assert!((1..=max_threads).contains(&snapshot.threads().len()));
-        saw_every_thread += usize::from(snapshot.threads().len() == max_threads);
+        // The target's threads stay alive until it reads EOF, so every snapshot sees them all.
+        assert_eq!(snapshot.threads().len(), max_threads);
+        // A thread outside any syscall (orig_rax -1) was caught computing in user mode.
+        computing += usize::from(
+            snapshot
+                .threads()
+                .iter()
+                .any(|t| t.regs.orig_rax as i64 == -1),
+        );
         assert!(snapshot.pause() > std::time::Duration::ZERO);
         children.push(snapshot.child());
     }
-    // Most snapshots must have caught the target computing, not already done.
-    assert!(
-        saw_every_thread >= snapshots / 2,
-        "only {saw_every_thread} saw all threads"
-    );
+    // How many snapshots caught the target mid-computation depends on the machine's speed:
+    // reported, not asserted.
+    eprintln!("{computing} of {snapshots} snapshots caught a thread computing in user mode");
     common::assert_not_stopped_or_traced(target.pid());
     assert!(
         common::children_of(target.pid()).is_empty(),
@@ -54,10 +59,10 @@ fn snapshot_repeatedly(threads: &str, rounds: &str, snapshots: usize) {
 
 #[test]
 fn single_threaded_target_survives_200_snapshots_with_the_same_checksum() {
-    snapshot_repeatedly("1", "4000", 200);
+    snapshot_repeatedly("1", "6000", 200);
 }
 
 #[test]
 fn sixty_four_threads_survive_200_snapshots_with_the_same_checksum() {
-    snapshot_repeatedly("64", "1200", 200);
+    snapshot_repeatedly("64", "600", 200);
 }

@@ -101,3 +101,22 @@ fn child_is_a_stopped_traced_child_of_the_target_and_disappears_on_drop() {
     assert!(common::children_of(target.pid()).is_empty());
     target.finish();
 }
+
+#[test]
+fn released_child_is_stopped_untraced_and_still_reaped_on_drop() {
+    let target = Target::start(&["counter"]);
+    let mut snapshot = Snapshot::take(target.pid(), &SnapshotOptions::default()).unwrap();
+    let child = snapshot.child();
+    snapshot.release_child_stopped().unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{child}/status")).unwrap();
+    assert!(status.contains("State:\tT (stopped)"), "{status}");
+    assert!(status.contains("TracerPid:\t0"), "{status}");
+    drop(snapshot);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{child}")).exists(),
+        "child left behind"
+    );
+    assert!(common::children_of(target.pid()).is_empty());
+    common::assert_not_stopped_or_traced(target.pid());
+    target.finish();
+}
