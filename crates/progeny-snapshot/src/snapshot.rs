@@ -22,6 +22,12 @@ pub struct SnapshotOptions {
     /// (reading the target's memory at the very moment of the stop, timestamps).
     #[allow(clippy::type_complexity)]
     pub on_phase: Option<Box<dyn Fn(Phase, i32)>>,
+    /// Leave the child holding copies of the target's file descriptors. By default the child
+    /// closes them all (`close_range`, run in the child after the target has resumed): a
+    /// child holding the write end of the target's pipes would keep their readers from ever
+    /// seeing end of file, and one holding its sockets would keep connections open. Targets
+    /// under seccomp keep them regardless (the filter might forbid `close_range`).
+    pub keep_descriptors: bool,
 }
 
 /// The phases of a snapshot's pause, in order.
@@ -254,6 +260,10 @@ impl Snapshot {
             Err(err) => return Err(SnapshotError::io("wait for the snapshot child", err)),
         }
         let _ = ptrace::set_options(child, SEIZE_OPTIONS | ptrace::PTRACE_O_EXITKILL);
+        if !options.keep_descriptors && leader_seccomp == 0 {
+            close_child_descriptors(child, syscall_insn)
+                .map_err(|err| SnapshotError::io("close the child's descriptors", err))?;
+        }
         // Give the child the injecting thread's real registers (it was cloned with the borrowed
         // ones), so a debugger attached to it sees where that thread really was.
         let _ = ptrace::set_regs(child, &snapshot.thread(injected_tid).regs.clone());
@@ -376,6 +386,29 @@ impl Drop for Snapshot {
             wait_until_zombie(self.child);
         }
         reap_through_target(self.pid, self.child, self.syscall_insn);
+    }
+}
+
+/// Runs `close_range(0, ~0, 0)` in the stopped child, by the same injection as the `clone`.
+///
+/// # References
+/// - [close_range(2)](https://man7.org/linux/man-pages/man2/close_range.2.html)
+fn close_child_descriptors(child: i32, syscall_insn: u64) -> io::Result<()> {
+    let regs = ptrace::get_regs(child)?;
+    let mask = ptrace::get_sigmask(child)?;
+    let (ret, _) = inject_syscall(
+        child,
+        &regs,
+        mask,
+        syscall_insn,
+        libc::SYS_close_range as u64,
+        [0, u64::from(u32::MAX), 0, 0, 0, 0],
+    )?;
+    match ret {
+        0 => Ok(()),
+        // Kernels before 5.9: the child keeps its descriptors, as a plain fork would.
+        ret if ret == -i64::from(libc::ENOSYS) => Ok(()),
+        ret => Err(io::Error::from_raw_os_error((-ret) as i32)),
     }
 }
 

@@ -93,6 +93,11 @@ fn child_is_a_stopped_traced_child_of_the_target_and_disappears_on_drop() {
         std::fs::read_link(format!("/proc/{}/exe", target.pid())).unwrap()
     );
     common::assert_not_stopped_or_traced(target.pid());
+    // It holds none of the target's descriptors (the target's pipes see EOF as usual).
+    let fds = std::fs::read_dir(format!("/proc/{child}/fd"))
+        .unwrap()
+        .count();
+    assert_eq!(fds, 0, "the child holds descriptors");
     drop(snapshot);
     assert!(
         !std::path::Path::new(&format!("/proc/{child}")).exists(),
