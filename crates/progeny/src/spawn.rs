@@ -60,11 +60,12 @@ pub struct SpawnPath {
 }
 
 impl SpawnPath {
-    /// A child the zygote cloned fork-style with `CLONE_PARENT|CLONE_PIDFD`.
-    pub(crate) fn zygote() -> SpawnPath {
+    /// A child the zygote cloned with `flags` (`CLONE_PARENT|CLONE_PIDFD`, with
+    /// `CLONE_VM|CLONE_VFORK` unless hooks ran).
+    pub(crate) fn zygote(flags: u64) -> SpawnPath {
         SpawnPath {
             call: SpawnCall::Clone,
-            flags: libc::CLONE_PARENT as u64 | sys::CLONE_PIDFD,
+            flags,
             cgroup_by_child: false,
         }
     }

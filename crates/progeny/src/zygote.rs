@@ -8,9 +8,13 @@
 //! *caller*, so the [`Child`] that comes back waits, signals and reaps like any other; its pidfd
 //! comes back by `SCM_RIGHTS`.
 //!
-//! Because the helper is single-threaded, its children are ordinary fork-style children in which
-//! arbitrary code is safe: registered [`Hook`]s run there, between the clone and the exec. That is
-//! progeny's answer to std's `pre_exec`.
+//! Because the helper is single-threaded, its children may run arbitrary code: registered
+//! [`Hook`]s run there, between the clone and the exec. That is progeny's answer to std's
+//! `pre_exec`. A request with hooks gets a fork-style child (its own copy of the helper's small
+//! memory, so a hook may allocate and lock); a request without hooks gets a child that shares the
+//! helper's memory (`CLONE_VM|CLONE_VFORK`, on a separate stack) and runs only the
+//! allocation-free plan, as a direct spawn does: no page tables to copy, none to tear down at
+//! exec.
 //!
 //! # Processes
 //! Two processes make up a zygote, both children of the caller that hold nothing but one socket
@@ -222,9 +226,12 @@ impl ZygoteBuilder {
 ///
 /// # Concurrency
 /// Requests go through one lock held for the round trip to the server: the server is one thread
-/// that clones one child at a time, so a queue in front of it costs nothing, and with the lock
+/// that starts one child at a time, so a queue in front of it costs nothing, and with the lock
 /// every answer trivially belongs to the request just sent (each still carries an id, checked).
-/// The slow part, waiting for the exec, happens outside the lock, on a pipe of each spawn's own.
+/// For a request without hooks the server is suspended until the child has exec'ed, so spawns
+/// through one zygote happen one after the other; with hooks it answers once the child is
+/// cloned, and the caller waits for the exec outside the lock, on a pipe of the spawn's own.
+/// Threads that need spawns in parallel can share a few zygotes.
 ///
 /// # Caveats
 /// - Code that reaps every child (`waitpid(-1)`, a `SIGCHLD` handler that loops on it) reaps the
@@ -453,7 +460,12 @@ impl Zygote {
     ) -> io::Result<Child> {
         let Some((failure, message)) = report.failure else {
             let pipes = std::mem::take(&mut prepared.pipes);
-            let mut child = Child::new(pid, pidfd, pipes, SpawnPath::zygote());
+            let flags = if hooks.is_empty() {
+                server::VFORK_FLAGS
+            } else {
+                server::FORK_FLAGS
+            };
+            let mut child = Child::new(pid, pidfd, pipes, SpawnPath::zygote(flags));
             child.kill_on_drop(prepared.kill_on_drop);
             return Ok(child);
         };

@@ -48,6 +48,21 @@ fn write_file(data: &[u8]) -> io::Result<()> {
     std::fs::write(path, text)
 }
 
+/// Does nothing: a request that names it takes the fork-style path.
+fn nothing(_: &[u8]) -> io::Result<()> {
+    Ok(())
+}
+
+/// Spawns through the path without hooks (`CLONE_VM|CLONE_VFORK`) or, with `forked`, through the
+/// fork-style path that hooks take.
+fn spawn_via(zygote: &Zygote, cmd: &Command, forked: bool) -> io::Result<progeny::Child> {
+    if forked {
+        zygote.spawn_with_hooks(cmd, &[("nothing", b"")])
+    } else {
+        zygote.spawn(cmd)
+    }
+}
+
 fn refuse(_: &[u8]) -> io::Result<()> {
     Err(io::Error::from_raw_os_error(libc::EACCES))
 }
@@ -64,6 +79,7 @@ fn main() {
     // First thing, while single-threaded.
     let zygote = Zygote::builder()
         .hook("write-file", write_file)
+        .hook("nothing", nothing)
         .hook("refuse", refuse)
         .hook("panics", panics)
         .start()
@@ -162,9 +178,12 @@ fn inspect(args: &[&str]) -> Command {
 }
 
 fn stdout_of(zygote: &Zygote, cmd: &mut Command) -> Result<String, String> {
+    stdout_via(zygote, cmd, false)
+}
+
+fn stdout_via(zygote: &Zygote, cmd: &mut Command, forked: bool) -> Result<String, String> {
     cmd.stdout(Stdio::piped());
-    let out = zygote
-        .spawn(cmd)
+    let out = spawn_via(zygote, cmd, forked)
         .map_err(|e| format!("spawn {cmd:?}: {e}"))?
         .wait_with_output()
         .map_err(|e| format!("wait {cmd:?}: {e}"))?;
@@ -240,15 +259,23 @@ fn wait_and_pidfd(zygote: &Zygote, _: &Zygote) -> Outcome {
         child.id()
     );
     let path = child.spawn_path().to_string();
-    ensure!(path.contains("CLONE_PARENT"), "spawn path {path}");
+    ensure!(
+        path == "clone(CLONE_VM|CLONE_PARENT|CLONE_VFORK|CLONE_PIDFD)",
+        "spawn path {path}"
+    );
     let status = child.wait().map_err(|e| e.to_string())?;
     ensure!(status.code() == Some(7), "status {status}");
     ensure!(!children().contains(&child.id()), "not reaped by wait");
 
     // Through the pidfd: it becomes readable when the child exits; then reap without blocking.
-    let mut child = zygote
-        .spawn(Command::new("sleep").arg("0.2"))
-        .map_err(|e| e.to_string())?;
+    // The fork-style path this time.
+    let mut child =
+        spawn_via(zygote, Command::new("sleep").arg("0.2"), true).map_err(|e| e.to_string())?;
+    let path = child.spawn_path().to_string();
+    ensure!(
+        path == "clone(CLONE_PARENT|CLONE_PIDFD)",
+        "spawn path {path}"
+    );
     let mut pfd = libc::pollfd {
         fd: child.pidfd().map_err(|e| e.to_string())?.as_raw_fd(),
         events: libc::POLLIN,
@@ -406,16 +433,21 @@ fn descriptor_mapping(zygote: &Zygote, _: &Zygote) -> Outcome {
         cmd.fd(26 - k, open(&format!("f{k}"))?);
     }
     cmd.stdin(Stdio::null()).stderr(Stdio::null());
-    let fds = parse_fds(&stdout_of(zygote, &mut cmd)?);
-    for k in 0..24 {
-        let n = 26 - k;
+    for forked in [false, true] {
+        let fds = parse_fds(&stdout_via(zygote, &mut cmd, forked)?);
+        for k in 0..24 {
+            let n = 26 - k;
+            ensure!(
+                fds.iter()
+                    .any(|(m, t)| *m == n && t.ends_with(&format!("/f{k}"))),
+                "descriptor {n} is not f{k} (forked: {forked}): {fds:?}"
+            );
+        }
         ensure!(
-            fds.iter()
-                .any(|(m, t)| *m == n && t.ends_with(&format!("/f{k}"))),
-            "descriptor {n} is not f{k}: {fds:?}"
+            fds.len() == 27,
+            "the child holds {fds:?} (forked: {forked})"
         );
     }
-    ensure!(fds.len() == 27, "the child holds {fds:?}");
 
     // A swap of the standard streams: the command's 1 is a file, 2 is a pipe; map them over each
     // other by number.
@@ -480,23 +512,25 @@ fn exec_error_parity(zygote: &Zygote, _: &Zygote) -> Outcome {
             }
             Err(e) => e,
         };
-        let via = match zygote.spawn(&cmd) {
-            Ok(mut c) => {
-                let _ = c.wait();
-                return Err(format!("{cmd:?} started through the zygote"));
-            }
-            Err(e) => e,
-        };
-        ensure!(
-            direct.to_string() == via.to_string() && direct.kind() == via.kind(),
-            "{cmd:?}: direct {:?} ({direct}) but zygote {:?} ({via})",
-            direct.kind(),
-            via.kind()
-        );
-        ensure!(
-            progeny::SpawnError::errno_of(&direct) == progeny::SpawnError::errno_of(&via),
-            "{cmd:?}: errno differs"
-        );
+        for forked in [false, true] {
+            let via = match spawn_via(zygote, &cmd, forked) {
+                Ok(mut c) => {
+                    let _ = c.wait();
+                    return Err(format!("{cmd:?} started through the zygote"));
+                }
+                Err(e) => e,
+            };
+            ensure!(
+                direct.to_string() == via.to_string() && direct.kind() == via.kind(),
+                "{cmd:?}: direct {:?} ({direct}) but zygote {:?} ({via}), forked: {forked}",
+                direct.kind(),
+                via.kind()
+            );
+            ensure!(
+                progeny::SpawnError::errno_of(&direct) == progeny::SpawnError::errno_of(&via),
+                "{cmd:?}: errno differs"
+            );
+        }
     }
     let after = children();
     ensure!(

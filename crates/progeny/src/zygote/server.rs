@@ -12,7 +12,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use progeny_child::{Failure, SignalReset};
+use progeny_child::{Failure, Plan, SignalReset};
 use progeny_sys as sys;
 
 use super::request::{decode, Decoded};
@@ -23,6 +23,14 @@ use crate::plan::{gaps, Prepared};
 
 /// What the caller asks the template for.
 pub(crate) const MAKE_SERVER: u8 = 1;
+
+/// How the server clones a child for a request with hooks: fork-style, so that they may
+/// allocate.
+pub(crate) const FORK_FLAGS: u64 = libc::CLONE_PARENT as u64 | sys::CLONE_PIDFD;
+
+/// How the server clones a child for a request without hooks: sharing its memory, as a direct
+/// spawn does.
+pub(crate) const VFORK_FLAGS: u64 = sys::CLONE_VM | sys::CLONE_VFORK | FORK_FLAGS;
 
 /// Answer status: the child exists.
 pub(crate) const OK: u32 = 0;
@@ -109,7 +117,7 @@ fn quiet_signals() {
 /// # References
 /// - [`clone(2)`](https://man7.org/linux/man-pages/man2/clone.2.html)
 fn clone_parent() -> io::Result<Option<(u32, OwnedFd)>> {
-    let flags = libc::CLONE_PARENT as u64 | sys::CLONE_PIDFD | libc::SIGCHLD as u64;
+    let flags = FORK_FLAGS | libc::SIGCHLD as u64;
     let mut pidfd: c_int = -1;
     // SAFETY: without CLONE_VM the child gets its own copy of this stack and returns here like
     // after fork; with CLONE_PIDFD the kernel writes the pidfd into `pidfd` (the parent_tid
@@ -232,6 +240,7 @@ fn server_main(sock: OwnedFd, caller: i32, hooks: &[(String, Hook)]) -> i32 {
         let _ = sys::dup3(null.as_raw_fd(), 2, 0);
         std::mem::forget(null);
     }
+    let mut stack = None;
     loop {
         let (body, fds) = match recv_request(sock.as_raw_fd()) {
             Ok(Some(request)) => request,
@@ -252,7 +261,7 @@ fn server_main(sock: OwnedFd, caller: i32, hooks: &[(String, Hook)]) -> i32 {
             }
             Ok(request) => {
                 answer.u64(request.id);
-                match start_child(request, hooks) {
+                match start_child(request, hooks, &mut stack) {
                     Ok((pid, fd)) => {
                         answer.u32(OK);
                         answer.u32(pid);
@@ -278,7 +287,11 @@ fn server_main(sock: OwnedFd, caller: i32, hooks: &[(String, Hook)]) -> i32 {
 
 /// Clones the child for `request`; returns its pid and pidfd. The request's descriptors close
 /// when this returns (the child has its copies).
-fn start_child(request: Decoded, hooks: &[(String, Hook)]) -> io::Result<(u32, OwnedFd)> {
+fn start_child(
+    request: Decoded,
+    hooks: &[(String, Hook)],
+    stack: &mut Option<Stack>,
+) -> io::Result<(u32, OwnedFd)> {
     let Decoded {
         id: _,
         mut prepared,
@@ -305,10 +318,130 @@ fn start_child(request: Decoded, hooks: &[(String, Hook)]) -> io::Result<(u32, O
         hooks: &wanted,
         report: report.as_raw_fd(),
     };
+    if wanted.is_empty() {
+        return clone_vfork(stack, &mut prepared, &setup);
+    }
     match clone_parent()? {
         None => child_main(&mut prepared, &setup, hooks),
         Some(child) => Ok(child),
     }
+}
+
+/// A stack for `CLONE_VM` children, with a `PROT_NONE` guard page below it so an overflow
+/// faults instead of writing over the server's memory. One is enough: with `CLONE_VFORK` the
+/// server waits until the child has exec'ed or exited, and the stack is free again.
+pub(crate) struct Stack {
+    base: *mut libc::c_void,
+    len: usize,
+}
+
+impl Stack {
+    const SIZE: usize = 64 * 1024;
+    const GUARD: usize = 4096;
+
+    fn new() -> io::Result<Stack> {
+        let len = Stack::SIZE + Stack::GUARD;
+        // SAFETY: an anonymous private mapping at an address the kernel picks touches no existing
+        // memory; the result is checked against MAP_FAILED.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the first page lies within the mapping just made, which nothing else uses.
+        if unsafe { libc::mprotect(base, Stack::GUARD, libc::PROT_NONE) } != 0 {
+            let err = io::Error::last_os_error();
+            // SAFETY: unmapping the mapping we made and never handed out.
+            unsafe { libc::munmap(base, len) };
+            return Err(err);
+        }
+        Ok(Stack { base, len })
+    }
+
+    /// The highest address, where a downward-growing stack starts (page-aligned).
+    fn top(&self) -> *mut u8 {
+        (self.base as *mut u8).wrapping_add(self.len)
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping; with CLONE_VFORK no child runs on it once clone returned.
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+/// What a `CLONE_VM` child gets: the plan, and what it does before the plan.
+struct VforkChild<'p, 'a> {
+    plan: &'p mut Plan<'a>,
+    setup: &'p ChildSetup<'p>,
+}
+
+/// The common case, a request without hooks: `clone(CLONE_VM|CLONE_VFORK|CLONE_PARENT|
+/// CLONE_PIDFD)` on a separate stack, as a direct spawn does. The child copies no page tables
+/// (nor does its exec have to tear a copy down), and runs only raw system calls on memory the
+/// server does not touch until it is done: the server is single-threaded and suspended meanwhile.
+///
+/// # References
+/// - [`clone(2)`](https://man7.org/linux/man-pages/man2/clone.2.html)
+fn clone_vfork(
+    stack: &mut Option<Stack>,
+    prepared: &mut Prepared,
+    setup: &ChildSetup<'_>,
+) -> io::Result<(u32, OwnedFd)> {
+    if stack.is_none() {
+        *stack = Some(Stack::new()?);
+    }
+    let top = stack.as_ref().map_or(std::ptr::null_mut(), Stack::top);
+    let mut plan = prepared.plan(SignalReset::SigpipeOnly);
+    let mut child = VforkChild {
+        plan: &mut plan,
+        setup,
+    };
+    let flags = VFORK_FLAGS | libc::SIGCHLD as u64;
+    let mut pidfd: c_int = -1;
+    // SAFETY: the stack is ours, mapped, page-aligned at the top and unused until the child has
+    // exec'ed or exited (CLONE_VFORK suspends us until then); `child` and everything it points
+    // to live in this frame or in `prepared`, which outlive the call; the child runs only raw
+    // system calls and the allocation-free plan executor.
+    let ret = unsafe {
+        sys::clone_run(
+            flags,
+            top,
+            &mut pidfd,
+            vfork_main,
+            &mut child as *mut VforkChild<'_, '_> as *mut libc::c_void,
+        )
+    };
+    let pid = sys::clone_result(ret).map_err(|e| io::Error::from_raw_os_error(e.raw()))?;
+    // SAFETY: CLONE_PIDFD stored a fresh descriptor that nothing else owns.
+    Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
+}
+
+/// The `CLONE_VM` child: the prelude, then the plan; a failure goes into the report pipe.
+///
+/// Runs in the cloned child: async-signal-safe, no allocation, no locks.
+///
+/// # Safety
+/// `arg` must point to a live [`VforkChild`] that nothing else touches until the child has
+/// exec'ed or exited.
+unsafe extern "C" fn vfork_main(arg: *mut libc::c_void) -> c_int {
+    // SAFETY: the caller guarantees `arg` is a VforkChild exclusively ours for now.
+    let child = unsafe { &mut *(arg as *mut VforkChild<'_, '_>) };
+    let failure = match prelude(child.setup) {
+        Ok(()) => progeny_child::execute(child.plan),
+        Err(failure) => failure,
+    };
+    let _ = sys::write(child.setup.report, &failure.encode());
+    127
 }
 
 /// The report pipe must outlive every step before exec: it must not sit on a destination (a
@@ -344,12 +477,7 @@ struct ChildSetup<'a> {
 }
 
 /// Writes a failure (and a message, for hooks) into the report pipe and exits 127.
-fn fail(report: RawFd, step: ZStep, errno: i32, index: usize, message: &[u8]) -> ! {
-    let failure = Failure {
-        step: step as u32,
-        errno,
-        index: index as u32,
-    };
+fn fail(report: RawFd, failure: Failure, message: &[u8]) -> ! {
     let mut bytes = failure.encode().to_vec();
     bytes.extend_from_slice(&message[..message.len().min(1024)]);
     // One write under PIPE_BUF is atomic; if it fails the caller sees a child that exited 127
@@ -358,16 +486,22 @@ fn fail(report: RawFd, step: ZStep, errno: i32, index: usize, message: &[u8]) ->
     sys::exit_group(127)
 }
 
-/// The cloned child: reports its pid, takes the caller's ignored signals and working directory,
-/// runs the requested hooks, then the plan. Never returns.
+fn failure(step: ZStep, errno: i32, index: usize) -> Failure {
+    Failure {
+        step: step as u32,
+        errno,
+        index: index as u32,
+    }
+}
+
+/// What every zygote child does first: report its pid, ignore the signals the caller ignores,
+/// and enter the caller's working directory.
 ///
-/// This is a fork-style child of a single-threaded process: it has its own copy of the memory
-/// and no lock can be held by anyone else, which is why the hooks may allocate.
-fn child_main(prepared: &mut Prepared, setup: &ChildSetup<'_>, hooks: &[(String, Hook)]) -> ! {
-    let report = setup.report;
+/// Runs in the cloned child: async-signal-safe, no allocation, no locks.
+fn prelude(setup: &ChildSetup<'_>) -> Result<(), Failure> {
     // The pid first: should the zygote die before its answer reaches the caller, the caller
     // still learns which child to wait for.
-    let _ = sys::write(report, &(sys::getpid() as u32).to_ne_bytes());
+    let _ = sys::write(setup.report, &(sys::getpid() as u32).to_ne_bytes());
     let ignore = sys::KernelSigaction {
         handler: sys::SIG_IGN,
         ..Default::default()
@@ -375,37 +509,48 @@ fn child_main(prepared: &mut Prepared, setup: &ChildSetup<'_>, hooks: &[(String,
     for sig in 1..=sys::NSIG {
         let ignored = setup.ignored & (1u64 << (sig - 1)) != 0;
         if ignored && sig != libc::SIGKILL && sig != libc::SIGSTOP && sig != libc::SIGPIPE {
-            if let Err(e) = sys::rt_sigaction(sig, Some(&ignore), None) {
-                fail(report, ZStep::IgnoreSignal, e.raw(), sig as usize, b"");
-            }
+            sys::rt_sigaction(sig, Some(&ignore), None)
+                .map_err(|e| failure(ZStep::IgnoreSignal, e.raw(), sig as usize))?;
         }
     }
     if let Some(fd) = setup.cwd_fd {
         // SAFETY: fchdir takes an integer.
-        if unsafe { libc::fchdir(fd) } != 0 {
-            let errno = io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO);
-            fail(report, ZStep::CallerCwd, errno, 0, b"");
-        }
+        unsafe { sys::syscall6(libc::SYS_fchdir, [fd as usize, 0, 0, 0, 0, 0]) }
+            .map_err(|e| failure(ZStep::CallerCwd, e.raw(), 0))?;
+    }
+    Ok(())
+}
+
+/// The fork-style child of a request with hooks: the prelude, the hooks, then the plan. Never
+/// returns.
+///
+/// This is a fork-style child of a single-threaded process: it has its own copy of the memory
+/// and no lock can be held by anyone else, which is why the hooks may allocate.
+fn child_main(prepared: &mut Prepared, setup: &ChildSetup<'_>, hooks: &[(String, Hook)]) -> ! {
+    let report = setup.report;
+    if let Err(f) = prelude(setup) {
+        fail(report, f, b"");
     }
     for (position, (index, data)) in setup.hooks.iter().enumerate() {
         let Some((_, hook)) = hooks.get(*index as usize) else {
-            fail(report, ZStep::Hook, libc::EINVAL, position, b"unknown hook");
+            fail(
+                report,
+                failure(ZStep::Hook, libc::EINVAL, position),
+                b"unknown hook",
+            );
         };
         match catch_unwind(AssertUnwindSafe(|| hook(data))) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 let errno = e.raw_os_error().unwrap_or(0);
-                fail(
-                    report,
-                    ZStep::Hook,
-                    errno,
-                    position,
-                    e.to_string().as_bytes(),
-                );
+                let f = failure(ZStep::Hook, errno, position);
+                fail(report, f, e.to_string().as_bytes());
             }
-            Err(_) => fail(report, ZStep::Hook, 0, position, b"the hook panicked"),
+            Err(_) => fail(
+                report,
+                failure(ZStep::Hook, 0, position),
+                b"the hook panicked",
+            ),
         }
     }
     let mut plan = prepared.plan(SignalReset::SigpipeOnly);
