@@ -29,6 +29,9 @@ pub enum Method {
     Progeny,
     /// `progeny::Command` with the legacy `clone` system call backend.
     ProgenyClone,
+    /// `progeny::Zygote`: a spawn server forked while the process was still
+    /// single-threaded creates the child with `clone(CLONE_PARENT)`.
+    ProgenyZygote,
     /// `std::process::Command` (glibc `posix_spawn` underneath when it can).
     Std,
     /// `fork()` + `execve()`: copies the parent's page tables.
@@ -50,9 +53,10 @@ pub enum Method {
 
 impl Method {
     /// Every method, in the order tables list them.
-    pub const ALL: [Method; 10] = [
+    pub const ALL: [Method; 11] = [
         Method::Progeny,
         Method::ProgenyClone,
+        Method::ProgenyZygote,
         Method::Std,
         Method::Fork,
         Method::Vfork,
@@ -68,6 +72,7 @@ impl Method {
         match self {
             Method::Progeny => "progeny",
             Method::ProgenyClone => "progeny-clone",
+            Method::ProgenyZygote => "progeny-zygote",
             Method::Std => "std",
             Method::Fork => "fork",
             Method::Vfork => "vfork",
@@ -84,6 +89,7 @@ impl Method {
         match self {
             Method::Progeny => "progeny::Command spawn + wait (clone3 backend, the default)",
             Method::ProgenyClone => "progeny::Command spawn + wait (legacy clone backend)",
+            Method::ProgenyZygote => "progeny::Zygote spawn + wait (spawn server forked at start)",
             Method::Std => "std::process::Command spawn + wait",
             Method::Fork => "fork + execve + waitpid",
             Method::Vfork => "vfork + execve + waitpid (C)",
@@ -183,6 +189,23 @@ enum Prepared {
     Std(std::process::Command),
     /// progeny: likewise (boxed: its builder is large).
     Progeny(Box<progeny::Command>),
+    /// progeny's zygote: the same `Command`, sent to the zygote.
+    Zygote(Box<progeny::Command>, &'static progeny::Zygote),
+}
+
+/// The zygote of the `progeny-zygote` method, started by [`start_zygote`].
+static ZYGOTE: std::sync::OnceLock<progeny::Zygote> = std::sync::OnceLock::new();
+
+/// Starts the zygote that the `progeny-zygote` method spawns through. It must
+/// run while the process is still single-threaded (`progeny::Zygote::start`
+/// refuses otherwise), so call it before anything starts a thread; calling it
+/// again does nothing.
+pub fn start_zygote() -> io::Result<()> {
+    if ZYGOTE.get().is_none() {
+        let zygote = progeny::Zygote::start()?;
+        let _ = ZYGOTE.set(zygote);
+    }
+    Ok(())
 }
 
 /// A method prepared for one target: everything that can be done before the
@@ -215,6 +238,16 @@ impl Spawner {
                 let mut command = std::process::Command::new(&program);
                 command.args(&args).stdout(std::process::Stdio::null());
                 Prepared::Std(command)
+            }
+            Method::ProgenyZygote => {
+                let zygote = ZYGOTE.get().ok_or_else(|| {
+                    io::Error::other(
+                        "the zygote was not started (start_zygote, while single-threaded)",
+                    )
+                })?;
+                let mut command = progeny::Command::new(&program);
+                command.args(&args).stdout(progeny::Stdio::null());
+                Prepared::Zygote(Box::new(command), zygote)
             }
             Method::Progeny | Method::ProgenyClone => {
                 let mut command = progeny::Command::new(&program);
@@ -291,6 +324,15 @@ impl Spawner {
                 let mut child = command
                     .spawn()
                     .map_err(|e| spawn_failed("progeny spawn of", program, e))?;
+                let status = child
+                    .wait()
+                    .map_err(|e| spawn_failed("wait for", program, e))?;
+                check_status(status, program)
+            }
+            Prepared::Zygote(command, zygote) => {
+                let mut child = zygote
+                    .spawn(command)
+                    .map_err(|e| spawn_failed("progeny zygote spawn of", program, e))?;
                 let status = child
                     .wait()
                     .map_err(|e| spawn_failed("wait for", program, e))?;

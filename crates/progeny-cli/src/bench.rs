@@ -70,7 +70,7 @@ pub(crate) fn run(args: BenchArgs) -> CliResult {
 #[derive(Debug, Args)]
 struct SpawnArgs {
     /// Methods to compare, comma-separated, or `all`. Known: progeny,
-    /// progeny-clone, std, fork, vfork, posix_spawn, clone-floor (no exec:
+    /// progeny-clone, progeny-zygote, std, fork, vfork, posix_spawn, clone-floor (no exec:
     /// the floor of process creation), python-popen, python-posix_spawn,
     /// go-exec.
     #[arg(long, value_name = "LIST", default_value = "all")]
@@ -215,6 +215,12 @@ impl Observer for ProgressDisplay {
 fn run_spawn(args: SpawnArgs) -> CliResult {
     let config = args.config()?;
     config.validate()?;
+    // The zygote must be forked while this process is single-threaded: now,
+    // before the progress bar and the harness start threads.
+    if config.methods.contains(&Method::ProgenyZygote) {
+        progeny_bench::method::start_zygote()
+            .map_err(|e| option_error("--methods progeny-zygote", e))?;
+    }
     let target = if args.quiet {
         ProgressDrawTarget::hidden()
     } else {
