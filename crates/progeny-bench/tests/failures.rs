@@ -24,10 +24,11 @@ fn quick(methods: Vec<Method>, target: TargetSpec) -> SpawnBenchConfig {
 }
 
 fn available_methods() -> Vec<Method> {
-    Method::ALL
-        .into_iter()
-        .filter(|m| !m.is_external() || find_in_path("python3").is_some() && *m != Method::GoExec)
-        .collect()
+    let mut methods = common::in_process_methods();
+    if find_in_path("python3").is_some() {
+        methods.extend([Method::PythonPopen, Method::PythonPosixSpawn]);
+    }
+    methods
 }
 
 #[test]
@@ -83,9 +84,9 @@ fn a_target_that_exits_nonzero_is_a_failure() {
 
 #[test]
 fn a_spawner_reports_the_failure() {
-    for method in Method::ALL
+    for method in common::in_process_methods()
         .into_iter()
-        .filter(|m| !m.is_external() && m.execs_target())
+        .filter(|m| m.execs_target())
     {
         let target = Target::new("missing", "/nonexistent/x", Vec::new());
         let mut spawner = Spawner::new(method, &target).unwrap();

@@ -6,17 +6,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{appending_target, runs, Scratch};
+use common::{appending_target, in_process_methods, runs, Scratch};
 use progeny_bench::harness::{run_spawn_bench, SpawnBenchConfig};
 use progeny_bench::peers::find_in_path;
 use progeny_bench::{Method, Spawner, TargetSpec};
-
-fn in_process_methods() -> Vec<Method> {
-    Method::ALL
-        .into_iter()
-        .filter(|m| !m.is_external())
-        .collect()
-}
 
 #[test]
 fn every_spawner_runs_the_target_each_time() {

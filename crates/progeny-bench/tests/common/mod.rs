@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use progeny_bench::Target;
+use progeny_bench::{Method, Target};
 
 /// A fresh, private directory removed on drop.
 pub struct Scratch(PathBuf);
@@ -50,4 +50,15 @@ pub fn appending_target(file: &Path) -> Target {
 /// How many times the appending target ran.
 pub fn runs(file: &Path) -> u64 {
     std::fs::read(file).map(|b| b.len() as u64).unwrap_or(0)
+}
+
+/// The in-process methods that any test process can run. `progeny-zygote`
+/// is left out: its zygote must be started while the process is
+/// single-threaded, which a libtest binary never is; `tests/zygote.rs` runs
+/// it in a binary of its own.
+pub fn in_process_methods() -> Vec<Method> {
+    Method::ALL
+        .into_iter()
+        .filter(|m| !m.is_external() && *m != Method::ProgenyZygote)
+        .collect()
 }
