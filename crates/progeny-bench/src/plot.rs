@@ -51,8 +51,27 @@ fn axis_label(value: &f64) -> String {
     }
 }
 
-/// Ten colors that stay apart from each other on white (Tableau 10).
-const PALETTE: [RGBColor; 10] = [
+/// Labels for a logarithmic axis: only 1, 2 and 5 times a power of ten,
+/// so a range within one or two decades does not crowd its ticks.
+fn log_axis_label(value: &f64) -> String {
+    let value = *value;
+    if value <= 0.0 {
+        return String::new();
+    }
+    let mantissa = value / 10f64.powf(value.log10().floor());
+    if [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .any(|nice| (mantissa - nice).abs() < 0.01 * nice)
+    {
+        axis_label(&value)
+    } else {
+        String::new()
+    }
+}
+
+/// Twelve colors that stay apart from each other on white (Tableau 10,
+/// then two darker ones), so every method has its own.
+const PALETTE: [RGBColor; 12] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -63,9 +82,11 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(127, 127, 127),
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
+    RGBColor(57, 59, 121),
+    RGBColor(99, 121, 57),
 ];
 
-/// The color of the `index`th series (cycling through ten).
+/// The color of the `index`th series (cycling through twelve).
 pub fn series_color(index: usize) -> RGBColor {
     PALETTE[index % PALETTE.len()]
 }
@@ -322,8 +343,7 @@ pub fn draw_distributions(
             .configure_mesh()
             .x_desc("µs per spawn (log)")
             .y_desc("% of spawns")
-            .x_labels(12)
-            .x_label_formatter(&axis_label)
+            .x_label_formatter(&log_axis_label)
             .y_label_formatter(&axis_label)
             .label_style((FONT, 12))
             .axis_desc_style((FONT, 13))
