@@ -111,7 +111,10 @@ impl TargetDir {
                 std::process::id()
             ));
             match fs::create_dir(&path) {
-                Ok(()) => return Ok(TargetDir { path }),
+                Ok(()) => {
+                    sweep_stale_dirs(&base, &path);
+                    return Ok(TargetDir { path });
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
                     return Err(io::Error::new(
@@ -175,6 +178,36 @@ impl TargetDir {
             TargetSpec::Path(path) => Target::new(spec.name(), path.clone(), Vec::new()),
             TargetSpec::Custom(target) => target.clone(),
         })
+    }
+}
+
+/// Removes the target directories of earlier runs that were killed before
+/// they could clean up (Ctrl-C, SIGKILL): directories named like ours, owned
+/// by the same user, whose process no longer exists. Best effort: anything
+/// that cannot be read or removed is left alone.
+fn sweep_stale_dirs(base: &Path, ours: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(our_uid) = fs::metadata(ours).map(|m| m.uid()) else {
+        return;
+    };
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("progeny-bench-")) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let owned = entry
+            .metadata()
+            .map(|m| m.is_dir() && m.uid() == our_uid)
+            .unwrap_or(false);
+        if owned && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_dir_all(entry.path());
+        }
     }
 }
 
