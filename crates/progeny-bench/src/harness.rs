@@ -240,6 +240,12 @@ pub fn run_spawn_bench(
                 .to_owned(),
         );
     }
+    if methods.contains(&Method::ProgenyZygote) {
+        notes.push(
+            "progeny-zygote spawns through a server process forked when the benchmark started,              before any parent memory was touched"
+                .to_owned(),
+        );
+    }
     if !external.is_empty() {
         notes.push(
             "external peers (python-*, go-*) are timed by their own clock in their own process \
