@@ -4,7 +4,7 @@
 //! struct and a `run` function; adding one is a variant plus a match arm.
 
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -215,6 +215,14 @@ impl Observer for ProgressDisplay {
 fn run_spawn(args: SpawnArgs) -> CliResult {
     let config = args.config()?;
     config.validate()?;
+    // Where the results go is checked before a minute is spent measuring.
+    if let Some(path) = &args.json {
+        check_output_file(path).map_err(|e| option_error("--json", e))?;
+    }
+    if let Some(dir) = &args.plot {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| option_error("--plot", format!("cannot create {}: {e}", dir.display())))?;
+    }
     // The zygote must be forked while this process is single-threaded: now,
     // before the progress bar and the harness start threads.
     if config.methods.contains(&Method::ProgenyZygote) {
@@ -256,6 +264,31 @@ fn run_spawn(args: SpawnArgs) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// Creates the parent directories of `path` and checks that a file can be
+/// created next to it (the report is written to `path.tmp`, then renamed).
+fn check_output_file(path: &Path) -> io::Result<()> {
+    let describe =
+        |e: io::Error| io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()));
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(describe)?;
+    }
+    if path.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            format!("{} is a directory", path.display()),
+        ));
+    }
+    let mut probe = path.as_os_str().to_owned();
+    probe.push(".tmp");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)
+        .map_err(describe)?;
+    std::fs::remove_file(&probe).map_err(describe)
 }
 
 fn run_show(args: ShowArgs) -> CliResult {

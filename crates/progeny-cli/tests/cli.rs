@@ -74,6 +74,13 @@ fn bad_input_is_one_line_and_exit_2() {
         &["bench", "show", "/nonexistent/report.json"],
         "report.json",
     );
+    // An unwritable --json or --plot is refused before anything is measured.
+    assert_one_line_error(
+        &["bench", "spawn", "--json", "/proc/version/x.json"],
+        "--json",
+    );
+    assert_one_line_error(&["bench", "spawn", "--json", "/"], "--json");
+    assert_one_line_error(&["bench", "spawn", "--plot", "/proc/version"], "--plot");
 }
 
 #[test]
@@ -94,7 +101,8 @@ fn help_exits_0_and_a_missing_subcommand_2() {
 #[test]
 fn a_run_prints_tables_and_writes_json_and_plots() {
     let scratch = Scratch::new("run");
-    let json = scratch.0.join("spawn.json");
+    // Directories that do not exist yet are created.
+    let json = scratch.0.join("out/spawn.json");
     let plots = scratch.0.join("plots");
     let output = progeny()
         .args(QUICK)
