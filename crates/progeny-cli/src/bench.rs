@@ -276,7 +276,7 @@ fn check_output_file(path: &Path) -> io::Result<()> {
     }
     if path.is_dir() {
         return Err(io::Error::new(
-            io::ErrorKind::IsADirectory,
+            io::ErrorKind::InvalidInput,
             format!("{} is a directory", path.display()),
         ));
     }
