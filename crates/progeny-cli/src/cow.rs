@@ -34,6 +34,11 @@ pub(crate) struct CowArgs {
     #[arg(long, value_name = "US")]
     child_lifetime_us: Option<u64>,
 
+    /// Measure in a forked worker that progeny snapshots from outside (ptrace clone injection,
+    /// as `progeny snapshot` does) instead of in this process with a self-snapshot.
+    #[arg(long)]
+    external: bool,
+
     /// Write the raw per-write latencies of both runs as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -49,14 +54,21 @@ pub(crate) fn run(args: CowArgs) -> CliResult {
         pages: args.pages,
         writes: args.writes.unwrap_or(args.pages),
         child_lifetime: args.child_lifetime_us.map(Duration::from_micros),
+        external: args.external,
         ..CowOptions::default()
     };
     let report = probe(&options)?;
     let mut out = io::stdout().lock();
     writeln!(
         out,
-        "{} pages touched, {} random pages written per run",
-        options.pages, options.writes
+        "{} pages touched, {} random pages written per run, snapshot {}",
+        options.pages,
+        options.writes,
+        if options.external {
+            "taken from outside (ptrace clone injection into a worker)"
+        } else {
+            "of itself (snapshot_me)"
+        }
     )?;
     let mut table = Table::new(vec![
         ("run".into(), Align::Left),

@@ -25,6 +25,10 @@ pub struct CowOptions {
     pub child_lifetime: Option<Duration>,
     /// Seed of the page order.
     pub seed: u64,
+    /// Measure in a forked worker process snapshotted from outside with
+    /// [`Snapshot::take`](crate::Snapshot::take) (ptrace clone injection), instead of in this
+    /// process with [`snapshot_me`]. The caller must be single-threaded (it forks).
+    pub external: bool,
 }
 
 impl Default for CowOptions {
@@ -34,6 +38,7 @@ impl Default for CowOptions {
             writes: 100_000,
             child_lifetime: None,
             seed: 0x5eed,
+            external: false,
         }
     }
 }
@@ -191,6 +196,9 @@ pub fn probe(options: &CowOptions) -> io::Result<CowReport> {
             ),
         ));
     }
+    if options.external {
+        return probe_external(options);
+    }
     let region = Region::new(options.pages * PAGE)?;
     for page in 0..options.pages {
         region.touch(page, 1);
@@ -216,6 +224,210 @@ pub fn probe(options: &CowOptions) -> io::Result<CowReport> {
         with_snapshot,
         writes_while_child_lived: lived,
     })
+}
+
+/// The external flavour of [`probe`]: a forked worker does the writes; this process
+/// snapshots it from outside between its two runs.
+fn probe_external(options: &CowOptions) -> io::Result<CowReport> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    if !status
+        .lines()
+        .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["Threads:", "1"])
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the external copy-on-write probe forks, so it must run in a single-threaded process",
+        ));
+    }
+    let writes = options.writes;
+    // Results travel back through shared memory: [killed flag, lived, baseline faults, with
+    // faults, baseline ns, with ns, baseline latencies..., with latencies...].
+    let words = 6 + 2 * writes;
+    let shared = SharedWords::new(words)?;
+    let (ready_read, ready_write) = pipe()?;
+    let (go_read, go_write) = pipe()?;
+    // SAFETY: the caller is single-threaded (checked above), so the child may allocate and run
+    // ordinary code; it only ever leaves through `_exit`.
+    let worker = unsafe { libc::fork() };
+    if worker < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if worker == 0 {
+        // The parent's ends, or our reads would never see end of file.
+        close(ready_read);
+        close(go_write);
+        worker_main(options, &shared, ready_write, go_read);
+    }
+    close(ready_write);
+    close(go_read);
+    let outcome = (|| {
+        read_byte(ready_read)?;
+        let snapshot = crate::Snapshot::take(worker, &crate::SnapshotOptions::default())
+            .map_err(io::Error::from)?;
+        write_byte(go_write)?;
+        let mut snapshot = Some(snapshot);
+        if let Some(lifetime) = options.child_lifetime {
+            std::thread::sleep(lifetime);
+            shared.set(0, 1);
+            snapshot = None;
+        }
+        read_byte(ready_read)?;
+        drop(snapshot);
+        Ok::<(), io::Error>(())
+    })();
+    close(go_write);
+    close(ready_read);
+    let mut status = 0;
+    // SAFETY: waits for our own child; `status` is a live local.
+    unsafe { libc::waitpid(worker, &mut status, 0) };
+    outcome?;
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        return Err(io::Error::other("the copy-on-write worker failed"));
+    }
+    let run = |faults: usize, total: usize, first: usize| CowRun {
+        latencies_ns: (first..first + writes).map(|i| shared.get(i)).collect(),
+        total: Duration::from_nanos(shared.get(total)),
+        minor_faults: shared.get(faults),
+    };
+    let lived = if shared.get(0) == 1 {
+        shared.get(1) as usize
+    } else {
+        writes
+    };
+    Ok(CowReport {
+        options: options.clone(),
+        baseline: run(2, 4, 6),
+        with_snapshot: run(3, 5, 6 + writes),
+        writes_while_child_lived: lived,
+    })
+}
+
+/// The forked worker: baseline run, tell the parent, wait for the snapshot, measured run, tell
+/// the parent, wait to be released, exit.
+fn worker_main(options: &CowOptions, shared: &SharedWords, ready: i32, go: i32) -> ! {
+    let region = match Region::new(options.pages * PAGE) {
+        Ok(region) => region,
+        // SAFETY: _exit ends the forked worker without running the parent's destructors.
+        Err(_) => unsafe { libc::_exit(1) },
+    };
+    for page in 0..options.pages {
+        region.touch(page, 1);
+    }
+    let order = random_order(options.pages, options.writes, options.seed);
+    let baseline = timed_writes(&region, &order, 2, None);
+    let ok = write_byte(ready).is_ok() && read_byte(go).is_ok();
+    let mut latencies = Vec::with_capacity(order.len());
+    let faults_before = minor_faults();
+    let start = Instant::now();
+    let mut lived = order.len();
+    for (index, &page) in order.iter().enumerate() {
+        if lived == order.len() && shared.get(0) == 1 {
+            lived = index;
+        }
+        let before = Instant::now();
+        region.touch(page, 3);
+        latencies.push(before.elapsed().as_nanos() as u64);
+    }
+    let total = start.elapsed();
+    let faults = minor_faults().saturating_sub(faults_before);
+    shared.set(1, lived as u64);
+    shared.set(2, baseline.minor_faults);
+    shared.set(3, faults);
+    shared.set(4, baseline.total.as_nanos() as u64);
+    shared.set(5, total.as_nanos() as u64);
+    for (i, ns) in baseline.latencies_ns.iter().chain(&latencies).enumerate() {
+        shared.set(6 + i, *ns);
+    }
+    let ok = ok && write_byte(ready).is_ok();
+    // Stay alive until the parent has dropped its snapshot (which makes us reap the child).
+    let _ = read_byte(go);
+    // SAFETY: _exit ends the forked worker without running the parent's destructors.
+    unsafe { libc::_exit(if ok { 0 } else { 1 }) }
+}
+
+/// An anonymous shared mapping of `u64` words, visible to a forked worker.
+struct SharedWords {
+    addr: *mut u64,
+    words: usize,
+}
+
+impl SharedWords {
+    fn new(words: usize) -> io::Result<SharedWords> {
+        // SAFETY: anonymous shared mapping with no address hint; the result is checked.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                words * 8,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SharedWords {
+            addr: addr.cast(),
+            words,
+        })
+    }
+
+    fn get(&self, index: usize) -> u64 {
+        assert!(index < self.words);
+        // SAFETY: in bounds (checked); volatile because another process writes it.
+        unsafe { self.addr.add(index).read_volatile() }
+    }
+
+    fn set(&self, index: usize, value: u64) {
+        assert!(index < self.words);
+        // SAFETY: in bounds (checked); volatile because another process reads it.
+        unsafe { self.addr.add(index).write_volatile(value) }
+    }
+}
+
+impl Drop for SharedWords {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `new`.
+        unsafe { libc::munmap(self.addr.cast(), self.words * 8) };
+    }
+}
+
+fn pipe() -> io::Result<(i32, i32)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a live array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((fds[0], fds[1]))
+}
+
+fn close(fd: i32) {
+    // SAFETY: closes a descriptor this module created and closes only once.
+    unsafe { libc::close(fd) };
+}
+
+fn read_byte(fd: i32) -> io::Result<()> {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: reads one byte into a live local.
+        let n = unsafe { libc::read(fd, (&mut byte as *mut u8).cast(), 1) };
+        match n {
+            1 => return Ok(()),
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            _ if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => continue,
+            _ => return Err(io::Error::last_os_error()),
+        }
+    }
+}
+
+fn write_byte(fd: i32) -> io::Result<()> {
+    // SAFETY: writes one byte from a live local.
+    if unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) } == 1 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 type Lifetime<'a> = (Duration, &'a mut Option<crate::SelfSnapshot>, &'a mut usize);
