@@ -2,7 +2,10 @@
 //! - `csrc/spawn.c` (vfork + execve, and the clone floor) as a static library
 //!   linked into this crate;
 //! - `csrc/noop.c` as a tiny static executable without libc (the exec floor
-//!   target), which the library embeds and writes out at run time.
+//!   target), which the library embeds and writes out at run time;
+//! - `csrc/converter.c` as an ordinary dynamically linked program (the
+//!   converter `progeny bench indexer` runs once per document), embedded
+//!   the same way.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -10,6 +13,7 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-changed=csrc/spawn.c");
     println!("cargo:rerun-if-changed=csrc/noop.c");
+    println!("cargo:rerun-if-changed=csrc/converter.c");
 
     cc::Build::new()
         .file("csrc/spawn.c")
@@ -41,4 +45,16 @@ fn main() {
         .status()
         .unwrap_or_else(|e| panic!("cannot run the C compiler for csrc/noop.c: {e}"));
     assert!(status.success(), "linking csrc/noop.c failed: {status}");
+
+    // The converter is linked like any program a user would run (dynamic
+    // libc, position independent), so exec pays the dynamic loader as it
+    // does for a real converter.
+    let converter = out_dir.join("converter");
+    let mut link: Command = compiler.to_command();
+    link.args(["-O2", "-Wall", "-Wextra", "-o"]);
+    link.arg(&converter).arg("csrc/converter.c");
+    let status = link
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler for csrc/converter.c: {e}"));
+    assert!(status.success(), "linking csrc/converter.c failed: {status}");
 }

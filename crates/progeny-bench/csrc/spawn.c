@@ -39,6 +39,27 @@ pid_t progeny_bench_vfork_execve(const char *path, char *const argv[],
     return pid;
 }
 
+/*
+ * vfork(2) + execve(2) for `progeny bench indexer`: the child's stdin and
+ * stdout become the given descriptors (the caller's pipe ends, which it keeps
+ * above 2 so that neither dup2 can overwrite the other's source). Same
+ * contract as above: the child's pid, or -1 with errno set; the child exits
+ * with 127 when its housekeeping or execve fails.
+ */
+pid_t progeny_bench_vfork_execve_stdio(const char *path, char *const argv[],
+                                       char *const envp[], int stdin_fd,
+                                       int stdout_fd)
+{
+    pid_t pid = vfork();
+    if (pid == 0) {
+        if (syscall(SYS_dup2, stdin_fd, 0) < 0 || syscall(SYS_dup2, stdout_fd, 1) < 0)
+            syscall(SYS_exit_group, PROGENY_BENCH_EXEC_FAILED);
+        syscall(SYS_execve, path, argv, envp);
+        syscall(SYS_exit_group, PROGENY_BENCH_EXEC_FAILED);
+    }
+    return pid;
+}
+
 static int progeny_bench_floor_child(void *unused)
 {
     (void)unused;

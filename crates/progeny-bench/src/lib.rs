@@ -12,10 +12,15 @@
 //! [`stats`] (HDR histograms), [`report`] (the JSON layout), [`plot`]
 //! (line charts and distributions with `plotters`), [`table`] (text tables)
 //! and [`units`] (sizes, lists, µs).
+//!
+//! [`indexer`] is the second benchmark (`progeny bench indexer`): a big
+//! multithreaded process runs a small converter on each of thousands of
+//! documents, with pipes, as a desktop indexer does.
 
 #[path = "core.rs"]
 pub mod core_dump;
 pub mod harness;
+pub mod indexer;
 pub mod machine;
 pub mod method;
 pub mod peers;

@@ -208,6 +208,11 @@ pub fn start_zygote() -> io::Result<()> {
     Ok(())
 }
 
+/// The zygote started by [`start_zygote`], if it was.
+pub fn zygote() -> Option<&'static progeny::Zygote> {
+    ZYGOTE.get()
+}
+
 /// A method prepared for one target: everything that can be done before the
 /// clock starts (C strings, argv/envp arrays, stacks, `Command`s) is done.
 ///

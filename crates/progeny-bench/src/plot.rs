@@ -20,10 +20,10 @@ use crate::stats::LatencyHistogram;
 use crate::units::format_bytes;
 
 static DEJAVU_SANS: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 /// Registers the embedded font with plotters, once per process.
-fn register_font() -> io::Result<()> {
+pub(crate) fn register_font() -> io::Result<()> {
     static ONCE: Once = Once::new();
     let mut result = Ok(());
     ONCE.call_once(|| {

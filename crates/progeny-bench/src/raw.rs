@@ -1,7 +1,7 @@
 //! The benchmark's only direct calls into libc: `fork`, `posix_spawn`,
-//! `waitpid`, the two C spawners of `csrc/spawn.c`, and the parent's memory
-//! ballast (`mmap`). Everything here is `unsafe` underneath; the rest of the
-//! crate stays safe.
+//! `waitpid`, the C spawners of `csrc/spawn.c`, the parent's memory ballast
+//! (`mmap`), and for the indexer `poll`, `fcntl` and `getrusage`. Everything
+//! here is `unsafe` underneath; the rest of the crate stays safe.
 
 use std::ffi::{c_char, c_int, c_void, CString, OsStr};
 use std::io;
@@ -20,6 +20,13 @@ extern "C" {
         stdout_fd: c_int,
     ) -> libc::pid_t;
     fn progeny_bench_clone_floor(stack: *mut c_void, stack_size: libc::size_t) -> libc::pid_t;
+    fn progeny_bench_vfork_execve_stdio(
+        path: *const c_char,
+        argv: *const *const c_char,
+        envp: *const *const c_char,
+        stdin_fd: c_int,
+        stdout_fd: c_int,
+    ) -> libc::pid_t;
 }
 
 /// Converts a path or argument to a C string; fails (with `InvalidInput`) on
@@ -176,6 +183,227 @@ pub(crate) fn posix_spawn(plan: &ExecPlan, stdout: BorrowedFd<'_>) -> io::Result
         return Err(io::Error::from_raw_os_error(rc));
     }
     Ok(pid)
+}
+
+/// The child's stdin and stdout for the indexer's spawns: descriptors the
+/// caller keeps above 2 (so that placing one on 0 cannot overwrite the other
+/// before it is placed on 1) and close-on-exec (so that children of other
+/// threads, spawned meanwhile, do not inherit them; `dup2` clears the flag on
+/// the copies the child keeps).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChildStdio<'a> {
+    /// Becomes the child's descriptor 0.
+    pub(crate) stdin: BorrowedFd<'a>,
+    /// Becomes the child's descriptor 1.
+    pub(crate) stdout: BorrowedFd<'a>,
+}
+
+/// `fork()` then, in the child, `dup2` of stdin and stdout and `execve`;
+/// returns the child's pid. The child exits with 127 when a `dup2` or the
+/// `execve` fails.
+///
+/// Fails when `fork` fails (`EAGAIN`, `ENOMEM`).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/fork.2.html>
+pub(crate) fn fork_execve_stdio(plan: &ExecPlan, stdio: ChildStdio<'_>) -> io::Result<libc::pid_t> {
+    let stdin_fd = stdio.stdin.as_raw_fd();
+    let stdout_fd = stdio.stdout.as_raw_fd();
+    // SAFETY: fork has no memory-safety preconditions. Other threads (the
+    // other workers) may hold locks; the child therefore calls only
+    // async-signal-safe functions (dup2, execve, _exit) on data frozen before
+    // the fork.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: in the forked child; dup2 and _exit are async-signal-safe
+        // and take plain integers.
+        unsafe {
+            if libc::dup2(stdin_fd, 0) < 0 || libc::dup2(stdout_fd, 1) < 0 {
+                libc::_exit(127);
+            }
+        }
+        // SAFETY: path, argv and envp are NUL-terminated C strings and
+        // NULL-terminated pointer arrays owned by `plan`, alive in the
+        // child's copy of the parent's memory.
+        unsafe {
+            libc::execve(plan.path.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
+            libc::_exit(127);
+        }
+    }
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(pid)
+}
+
+/// `vfork()` then `dup2` of stdin and stdout and `execve` in the child,
+/// written in C (`csrc/spawn.c`) for the reason given at [`vfork_execve`].
+/// Returns the child's pid; the child exits with 127 when a `dup2` or the
+/// `execve` fails.
+///
+/// Fails when `vfork` fails (`EAGAIN`, `ENOMEM`).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/vfork.2.html>
+pub(crate) fn vfork_execve_stdio(
+    plan: &ExecPlan,
+    stdio: ChildStdio<'_>,
+) -> io::Result<libc::pid_t> {
+    // SAFETY: the C function reads the NUL-terminated strings and
+    // NULL-terminated arrays owned by `plan`, which outlive the call; its
+    // child only makes raw system calls before execve or exit.
+    let pid = unsafe {
+        progeny_bench_vfork_execve_stdio(
+            plan.path.as_ptr(),
+            plan.argv.as_ptr(),
+            plan.envp.as_ptr(),
+            stdio.stdin.as_raw_fd(),
+            stdio.stdout.as_raw_fd(),
+        )
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(pid)
+}
+
+/// glibc's `posix_spawn` with two file actions, `dup2(stdin, 0)` and
+/// `dup2(stdout, 1)`, and default attributes. Returns the child's pid; glibc
+/// reports a failed `execve` as the error of this call.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man3/posix_spawn.3.html>
+pub(crate) fn posix_spawn_stdio(
+    plan: &ExecPlan,
+    stdio: ChildStdio<'_>,
+) -> io::Result<libc::pid_t> {
+    let mut actions = std::mem::MaybeUninit::<libc::posix_spawn_file_actions_t>::uninit();
+    // SAFETY: init writes a valid, empty file-actions object into `actions`.
+    let rc = unsafe { libc::posix_spawn_file_actions_init(actions.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    // SAFETY: initialized by posix_spawn_file_actions_init just above.
+    let mut actions = unsafe { actions.assume_init() };
+    // SAFETY: `actions` is initialized; the descriptors are open for the call.
+    let mut rc = unsafe {
+        libc::posix_spawn_file_actions_adddup2(&mut actions, stdio.stdin.as_raw_fd(), 0)
+    };
+    if rc == 0 {
+        // SAFETY: as above.
+        rc = unsafe {
+            libc::posix_spawn_file_actions_adddup2(&mut actions, stdio.stdout.as_raw_fd(), 1)
+        };
+    }
+    let mut pid: libc::pid_t = 0;
+    if rc == 0 {
+        // SAFETY: path/argv/envp are valid C strings and NULL-terminated
+        // arrays owned by `plan`; `actions` is initialized; a NULL attribute
+        // pointer asks for the defaults.
+        rc = unsafe {
+            libc::posix_spawn(
+                &mut pid,
+                plan.path.as_ptr(),
+                &actions,
+                ptr::null(),
+                plan.argv.as_ptr() as *const *mut c_char,
+                plan.envp.as_ptr() as *const *mut c_char,
+            )
+        };
+    }
+    // SAFETY: `actions` was initialized and is destroyed exactly once.
+    unsafe { libc::posix_spawn_file_actions_destroy(&mut actions) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(pid)
+}
+
+/// Puts `fd` in non-blocking mode (`O_NONBLOCK`), so that a write to a pipe
+/// that `poll` called writable takes what fits instead of waiting for all.
+///
+/// Fails when `fcntl` does (`EBADF`).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/fcntl.2.html>
+pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl on an open descriptor (borrowed for the call) with
+    // integer arguments.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `poll(fds, -1)`: waits until one of `fds` is ready and returns how many
+/// are. Entries with a negative descriptor are ignored by the kernel.
+///
+/// Fails when `poll` does, `EINTR` included (the caller retries).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/poll.2.html>
+pub(crate) fn poll(fds: &mut [libc::pollfd]) -> io::Result<usize> {
+    let count = libc::nfds_t::try_from(fds.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "too many descriptors"))?;
+    // SAFETY: `fds` is a valid, exclusively borrowed array of `count`
+    // pollfd entries for the duration of the call.
+    let ready = unsafe { libc::poll(fds.as_mut_ptr(), count, -1) };
+    if ready < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ready as usize)
+}
+
+/// Whose CPU time [`cpu_time`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Usage {
+    /// This process, all of its threads (`RUSAGE_SELF`).
+    Process,
+    /// Its children that have exited and been waited for, with their own
+    /// waited-for descendants (`RUSAGE_CHILDREN`).
+    Children,
+}
+
+/// User and system CPU time (`getrusage`) of this process or of its reaped
+/// children, in seconds.
+///
+/// Fails when `getrusage` does (it cannot for these arguments).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/getrusage.2.html>
+pub(crate) fn cpu_time(who: Usage) -> io::Result<(f64, f64)> {
+    let who = match who {
+        Usage::Process => libc::RUSAGE_SELF,
+        Usage::Children => libc::RUSAGE_CHILDREN,
+    };
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `usage` is a valid out-pointer for one rusage.
+    if unsafe { libc::getrusage(who, usage.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: getrusage succeeded, so it filled the structure (and it was
+    // zeroed before, so every field is initialized either way).
+    let usage = unsafe { usage.assume_init() };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    Ok((seconds(usage.ru_utime), seconds(usage.ru_stime)))
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), the unit of the CPU
+/// times in `/proc/<pid>/stat`; 100 if the system does not say.
+pub(crate) fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as f64
+    } else {
+        100.0
+    }
 }
 
 /// A stack for the clone floor's child. 64 KiB is far more than a child that

@@ -18,6 +18,8 @@ use progeny_bench::{plot, table};
 
 use crate::CliResult;
 
+mod indexer;
+
 /// Arguments of `progeny bench`.
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
@@ -28,6 +30,7 @@ pub(crate) struct BenchArgs {
 #[derive(Debug, Subcommand)]
 enum BenchCommand {
     Spawn(SpawnArgs),
+    Indexer(indexer::IndexerArgs),
     Show(ShowArgs),
     Snapshot(crate::snapshot::BenchSnapshotArgs),
     Core(crate::core_dump::BenchCoreArgs),
@@ -37,6 +40,7 @@ enum BenchCommand {
 pub(crate) fn run(args: BenchArgs) -> CliResult {
     match args.command {
         BenchCommand::Spawn(args) => run_spawn(args),
+        BenchCommand::Indexer(args) => indexer::run(args),
         BenchCommand::Show(args) => run_show(args),
         BenchCommand::Snapshot(args) => crate::snapshot::run_bench(args),
         BenchCommand::Core(args) => crate::core_dump::run_bench(args),
@@ -123,10 +127,11 @@ struct SpawnArgs {
     quiet: bool,
 }
 
-/// Print the tables of a saved spawn benchmark report, and redraw its plots.
+/// Print the tables of a saved benchmark report (spawn or indexer), and redraw its plots.
 #[derive(Debug, Args)]
 struct ShowArgs {
-    /// A report written by `progeny bench spawn --json FILE`.
+    /// A report written by `progeny bench spawn --json FILE` or
+    /// `progeny bench indexer --json FILE`.
     #[arg(value_name = "FILE")]
     json: PathBuf,
 
@@ -292,7 +297,14 @@ fn check_output_file(path: &Path) -> io::Result<()> {
 }
 
 fn run_show(args: ShowArgs) -> CliResult {
-    let report = SpawnReport::read_json(&args.json)?;
+    let report = match SpawnReport::read_json(&args.json) {
+        Ok(report) => report,
+        // An indexer report is shown as `bench indexer` shows it.
+        Err(error) => match indexer::show(&args.json, args.plot.as_deref()) {
+            Ok(()) => return Ok(()),
+            Err(_) => return Err(error.into()),
+        },
+    };
     let mut stdout = io::stdout().lock();
     stdout.write_all(table::spawn_tables(&report).as_bytes())?;
     if let Some(dir) = &args.plot {
