@@ -26,6 +26,9 @@ use crate::units::format_bytes;
 pub struct CoreBenchConfig {
     /// Touched memory of the targets, MiB.
     pub memory_mib: Vec<u64>,
+    /// Back the touched memory with transparent huge pages (`MADV_HUGEPAGE`).
+    #[serde(default)]
+    pub huge_pages: bool,
     /// Threads of the targets.
     pub threads: usize,
     /// Rounds (each: one gcore, one progeny core, per size).
@@ -83,10 +86,11 @@ struct Target {
 }
 
 impl Target {
-    fn start(threads: usize, memory_mib: u64) -> io::Result<Target> {
+    fn start(threads: usize, memory_mib: u64, huge_pages: bool) -> io::Result<Target> {
         let path = progeny_snapshot::targets::path()?;
         let mut child = Command::new(path)
             .args(["bench", &threads.to_string(), &memory_mib.to_string()])
+            .args(huge_pages.then_some("huge"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()?;
@@ -145,7 +149,7 @@ pub fn run_core_bench(
             memory_mib,
             ..CoreCell::default()
         };
-        let mut target = Target::start(config.threads, memory_mib)?;
+        let mut target = Target::start(config.threads, memory_mib, config.huge_pages)?;
         let pid = target.child.id() as i32;
         std::thread::sleep(Duration::from_millis(100));
         for round in 0..config.rounds {
@@ -213,6 +217,16 @@ pub fn run_core_bench(
     })
 }
 
+/// "1 GiB", or "1 GiB THP" when the memory is in transparent huge pages.
+fn memory_label(memory_mib: u64, huge_pages: bool) -> String {
+    let bytes = format_bytes(memory_mib << 20);
+    if huge_pages && memory_mib > 0 {
+        format!("{bytes} THP")
+    } else {
+        bytes
+    }
+}
+
 fn median(values: &[u64]) -> Option<u64> {
     if values.is_empty() {
         return None;
@@ -250,7 +264,7 @@ pub fn core_table(report: &CoreBenchReport) -> String {
             _ => "-".into(),
         };
         table.row(vec![
-            format_bytes(cell.memory_mib << 20),
+            memory_label(cell.memory_mib, report.config.huge_pages),
             cell.progeny_pause_ns.len().to_string(),
             ms(gcore),
             ms(median(&cell.gcore_wall_ns)),

@@ -30,6 +30,9 @@ pub struct SnapshotBenchConfig {
     pub threads: Vec<usize>,
     /// Touched memory of the targets, in MiB.
     pub memory_mib: Vec<u64>,
+    /// Back the touched memory with transparent huge pages (`MADV_HUGEPAGE`).
+    #[serde(default)]
+    pub huge_pages: bool,
     /// Snapshots per cell per round.
     pub snapshots: usize,
     /// gdb attaches per cell per round (0 to skip gdb).
@@ -88,10 +91,11 @@ struct Target {
 }
 
 impl Target {
-    fn start(threads: usize, memory_mib: u64) -> io::Result<Target> {
+    fn start(threads: usize, memory_mib: u64, huge_pages: bool) -> io::Result<Target> {
         let path = progeny_snapshot::targets::path()?;
         let mut child = Command::new(path)
             .args(["bench", &threads.to_string(), &memory_mib.to_string()])
+            .args(huge_pages.then_some("huge"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()?;
@@ -185,7 +189,7 @@ pub fn run_snapshot_bench(
 }
 
 fn measure_cell(config: &SnapshotBenchConfig, cell: &mut SnapshotCell) -> io::Result<()> {
-    let mut target = Target::start(cell.threads, cell.memory_mib)?;
+    let mut target = Target::start(cell.threads, cell.memory_mib, config.huge_pages)?;
     // Let every thread reach its sleep before the first measurement.
     std::thread::sleep(Duration::from_millis(50 + cell.threads as u64));
     target.gap_ns()?;
@@ -233,6 +237,16 @@ fn measure_cell(config: &SnapshotBenchConfig, cell: &mut SnapshotCell) -> io::Re
         }
     }
     Ok(())
+}
+
+/// "1 GiB", or "1 GiB THP" when the memory is in transparent huge pages.
+fn memory_label(memory_mib: u64, huge_pages: bool) -> String {
+    let bytes = format_bytes(memory_mib << 20);
+    if huge_pages && memory_mib > 0 {
+        format!("{bytes} THP")
+    } else {
+        bytes
+    }
 }
 
 fn median(values: &[u64]) -> Option<u64> {
@@ -285,7 +299,7 @@ pub fn snapshot_table(report: &SnapshotBenchReport) -> String {
         };
         table.row(vec![
             cell.threads.to_string(),
-            format_bytes(cell.memory_mib << 20),
+            memory_label(cell.memory_mib, report.config.huge_pages),
             cell.pause_ns.len().to_string(),
             us(pause),
             us(phase(0)),

@@ -109,6 +109,10 @@ pub(crate) struct BenchCoreArgs {
     #[arg(long, default_value_t = 3)]
     rounds: usize,
 
+    /// Back the targets' memory with transparent huge pages (MADV_HUGEPAGE).
+    #[arg(long)]
+    huge_pages: bool,
+
     /// Directory for the cores (each is deleted once measured).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
@@ -136,6 +140,7 @@ pub(crate) fn run_bench(args: BenchCoreArgs) -> CliResult {
     }
     let config = CoreBenchConfig {
         memory_mib: memory.iter().map(|bytes| bytes >> 20).collect(),
+        huge_pages: args.huge_pages,
         threads: args.threads,
         rounds: args.rounds,
         gcore,

@@ -134,6 +134,11 @@ pub(crate) struct BenchSnapshotArgs {
     #[arg(long, default_value_t = 3)]
     rounds: usize,
 
+    /// Back the targets' memory with transparent huge pages (MADV_HUGEPAGE): the clone then
+    /// copies one page-table entry per 2 MiB instead of 512.
+    #[arg(long)]
+    huge_pages: bool,
+
     /// Write the raw figures as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<std::path::PathBuf>,
@@ -164,6 +169,7 @@ pub(crate) fn run_bench(args: BenchSnapshotArgs) -> CliResult {
     let config = SnapshotBenchConfig {
         threads,
         memory_mib: memory.iter().map(|bytes| bytes >> 20).collect(),
+        huge_pages: args.huge_pages,
         snapshots: args.snapshots,
         gdb_runs: args.gdb_runs,
         rounds: args.rounds,

@@ -33,6 +33,19 @@ pub enum SnapshotError {
         /// The requested pid.
         pid: i32,
     },
+    /// The pid is the calling process itself, which cannot trace its own threads (use
+    /// [`snapshot_me`](crate::snapshot_me)).
+    CallingProcess {
+        /// The requested pid.
+        pid: i32,
+    },
+    /// The id names a thread, not a process (its thread group leader is `process`).
+    NotAProcess {
+        /// The requested id.
+        tid: i32,
+        /// The process the thread belongs to.
+        process: i32,
+    },
     /// The process exited (or was killed) while it was being snapshotted.
     TargetExited {
         /// The requested pid.
@@ -92,6 +105,13 @@ impl fmt::Display for SnapshotError {
                     f,
                     "process {pid} is a zombie: it has exited and waits to be reaped"
                 )
+            }
+            SnapshotError::CallingProcess { pid } => write!(
+                f,
+                "process {pid} is this process: it cannot trace itself (a self-snapshot is snapshot_me)"
+            ),
+            SnapshotError::NotAProcess { tid, process } => {
+                write!(f, "{tid} is a thread of process {process}, not a process")
             }
             SnapshotError::TargetExited { pid } => {
                 write!(f, "process {pid} exited during the snapshot")

@@ -70,6 +70,14 @@ pub(crate) fn thread_ids(pid: i32) -> io::Result<Vec<i32>> {
     Ok(tids)
 }
 
+/// The thread group (process) id of task `tid` (`Tgid:` in its status), if it exists.
+pub(crate) fn thread_group(tid: i32) -> Option<i32> {
+    let text = fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("Tgid:"))
+        .and_then(|value| value.trim().parse().ok())
+}
+
 /// The seccomp mode of a thread (`Seccomp:` in its status): 0 none, 1 strict, 2 filter.
 pub(crate) fn seccomp_mode(pid: i32, tid: i32) -> io::Result<u32> {
     let text = fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))?;

@@ -466,6 +466,14 @@ fn preflight(pid: i32) -> Result<(), SnapshotError> {
     if pid <= 0 {
         return Err(SnapshotError::NoSuchProcess { pid });
     }
+    if pid == std::process::id() as i32 {
+        return Err(SnapshotError::CallingProcess { pid });
+    }
+    if let Some(process) = procfs::thread_group(pid) {
+        if process != pid {
+            return Err(SnapshotError::NotAProcess { tid: pid, process });
+        }
+    }
     let stat = match procfs::read_stat(&format!("/proc/{pid}/stat")) {
         Ok(stat) => stat,
         Err(err) if err.kind() == io::ErrorKind::NotFound => {

@@ -29,6 +29,27 @@ fn missing_pid_is_no_such_process() {
 }
 
 #[test]
+fn this_process_and_a_thread_id_are_refused() {
+    let err = take(std::process::id() as i32).map(drop).unwrap_err();
+    assert!(matches!(err, SnapshotError::CallingProcess { .. }), "{err}");
+
+    let target = Target::start(&["checksum", "4", "1000000"]);
+    let pid = target.pid();
+    let thread = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .find(|&tid| tid != pid)
+        .expect("the target has threads");
+    let err = take(thread).map(drop).unwrap_err();
+    assert!(
+        matches!(err, SnapshotError::NotAProcess { process, .. } if process == pid),
+        "{err}"
+    );
+    assert_left_running(&target);
+}
+
+#[test]
 fn another_users_process_is_permission_denied() {
     if !common::is_root() {
         eprintln!("skipped: needs root to drop to another uid in a thread");
