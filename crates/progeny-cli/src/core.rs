@@ -91,10 +91,12 @@ pub(crate) fn run(args: CoreArgs) -> CliResult {
     Ok(())
 }
 
-/// Compare the pause of a core dump: gcore (the target stopped for the whole dump) against
-/// progeny core (stopped for a snapshot, written from the child), for targets with each amount
-/// of touched memory. The pause is measured from inside the target, by its 100 µs heartbeat's
-/// longest gap; progeny's own pause clock is shown too, and the time to the finished file.
+/// Compare the pause of a core dump by gcore and by progeny core.
+///
+/// gcore keeps the target stopped for the whole dump; progeny stops it for a snapshot and
+/// writes the core from the child. For targets with each amount of touched memory, the pause
+/// is measured from inside the target, by its 100 µs heartbeat's longest gap; progeny's own
+/// pause clock is shown too, and the time to the finished file.
 #[derive(Debug, Args)]
 pub(crate) struct BenchCoreArgs {
     /// Touched memory of the targets, comma-separated.

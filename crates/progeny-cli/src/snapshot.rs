@@ -104,9 +104,10 @@ pub(crate) fn run(args: SnapshotArgs) -> CliResult {
     Ok(())
 }
 
-/// Measure the snapshot pause against gdb's: targets with each thread count and touched
-/// memory, snapshotted repeatedly and attached by `gdb -p PID -batch -ex 'info threads'`,
-/// cells visited in rotating order over several rounds; medians.
+/// Measure the snapshot pause against the stop of `gdb -p PID -batch -ex 'info threads'`.
+///
+/// Targets with each thread count and touched memory are snapshotted repeatedly and attached
+/// by gdb, cells visited in rotating order over several rounds; medians.
 ///
 /// "pause" is progeny's own clock (first interrupt to last resume) with its phases; "felt" is
 /// the longest gap the target's 100 µs heartbeat saw around the snapshot (the pause from the
