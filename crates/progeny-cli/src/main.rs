@@ -9,6 +9,7 @@ mod bench;
 #[path = "core.rs"]
 mod core_dump;
 mod cow;
+mod probe;
 mod snapshot;
 
 use std::process::ExitCode;
@@ -32,12 +33,14 @@ pub(crate) struct Cli {
 enum Command {
     /// Benchmarks (the spawn comparison, and redrawing its tables and plots).
     Bench(bench::BenchArgs),
-    /// Snapshot a running process: a copy-on-write child, with a pause of microseconds.
+    /// Snapshot a running process into a stopped copy-on-write child, pausing it only briefly.
     Snapshot(snapshot::SnapshotArgs),
     /// Measure what a live snapshot child costs the original's page writes.
     Cow(cow::CowArgs),
     /// Write a gdb-loadable core of a running process, pausing it only for the snapshot.
     Core(core_dump::CoreArgs),
+    /// Which kernel features this process can use for spawning, and why not.
+    Probe(probe::ProbeArgs),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +79,7 @@ fn run(cli: Cli) -> ExitCode {
         Command::Snapshot(args) => snapshot::run(args),
         Command::Cow(args) => cow::run(args),
         Command::Core(args) => core_dump::run(args),
+        Command::Probe(args) => probe::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
