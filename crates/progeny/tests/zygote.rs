@@ -63,6 +63,12 @@ fn spawn_via(zygote: &Zygote, cmd: &Command, forked: bool) -> io::Result<progeny
     }
 }
 
+/// Blocks until someone writes to the FIFO named by the data and closes it.
+fn wait_fifo(data: &[u8]) -> io::Result<()> {
+    let path = std::str::from_utf8(data).map_err(io::Error::other)?;
+    std::fs::read(path).map(drop)
+}
+
 fn refuse(_: &[u8]) -> io::Result<()> {
     Err(io::Error::from_raw_os_error(libc::EACCES))
 }
@@ -80,11 +86,15 @@ fn main() {
     let zygote = Zygote::builder()
         .hook("write-file", write_file)
         .hook("nothing", nothing)
+        .hook("wait-fifo", wait_fifo)
         .hook("refuse", refuse)
         .hook("panics", panics)
         .start()
         .expect("start the zygote");
-    let victim = Zygote::start().expect("start a second zygote");
+    let victim = Zygote::builder()
+        .hook("wait-fifo", wait_fifo)
+        .start()
+        .expect("start a second zygote");
     // A hang must fail the run rather than block CI forever: SIGALRM's default action ends the
     // process (no watchdog thread: the refusal test counts threads). The limit is far above any
     // honest duration and asserts nothing about speed.
@@ -764,6 +774,61 @@ fn killed_mid_run(_: &Zygote, victim: &Zygote) -> Outcome {
         .and_then(|mut c| c.wait())
         .map_err(|e| format!("after restart: {e}"))?;
     ensure!(status.success(), "true after restart: {status}");
+
+    // A hook still running in a child when the server dies must not hide the death: the next
+    // spawn fails at once instead of waiting for the hook.
+    let dir = TempDir::new("zygote-fifo");
+    let fifo = dir.0.join("fifo");
+    let c_path = std::ffi::CString::new(fifo.to_str().ok_or("path")?).map_err(|e| e.to_string())?;
+    // SAFETY: a NUL-terminated path.
+    let made = unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) };
+    ensure!(made == 0, "mkfifo: {}", io::Error::last_os_error());
+    let before = children();
+    let outcome = std::thread::scope(|s| -> Outcome {
+        let blocked = s.spawn(|| {
+            victim
+                .spawn_with_hooks(
+                    &Command::new("true"),
+                    &[("wait-fifo", fifo.as_os_str().as_encoded_bytes())],
+                )
+                .and_then(|mut c| c.wait())
+        });
+        // The hook's child is ours once cloned: wait for it to appear (bounded for a failure).
+        let mut appeared = false;
+        for _ in 0..6000 {
+            if blocked.is_finished() {
+                break;
+            }
+            if children().len() > before.len() {
+                appeared = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if blocked.is_finished() {
+            let early = blocked.join().map_err(|_| "spawner panicked".to_string())?;
+            return Err(format!("the hook's spawn ended early: {early:?}"));
+        }
+        let server = victim.pid();
+        // SAFETY: the server is our child and not reaped, so the pid is its own.
+        unsafe { libc::kill(server as i32, libc::SIGKILL) };
+        let next = victim.spawn(&Command::new("true"));
+        // Release the hook, so the blocked spawn finishes and its child exits.
+        std::fs::write(&fifo, b"go").map_err(|e| e.to_string())?;
+        let status = blocked.join().map_err(|_| "spawner panicked".to_string())?;
+        ensure!(appeared, "the hook's child never appeared");
+        let err = next.err().ok_or("spawned on a dead zygote")?;
+        ensure!(err.kind() == io::ErrorKind::BrokenPipe, "error {err}");
+        let status = status.map_err(|e| format!("the hook's spawn: {e}"))?;
+        ensure!(status.success(), "true after the hook: {status}");
+        Ok(())
+    });
+    outcome?;
+    ensure!(zombies().is_empty(), "zombies {:?}", zombies());
+    victim
+        .restart()
+        .map_err(|e| format!("restart after the hook: {e}"))?;
+
     // Restarting a healthy zygote replaces it too, and reaps the old one.
     let healthy = victim.pid();
     victim

@@ -261,7 +261,7 @@ fn server_main(sock: OwnedFd, caller: i32, hooks: &[(String, Hook)]) -> i32 {
             }
             Ok(request) => {
                 answer.u64(request.id);
-                match start_child(request, hooks, &mut stack) {
+                match start_child(request, hooks, &mut stack, sock.as_raw_fd()) {
                     Ok((pid, fd)) => {
                         answer.u32(OK);
                         answer.u32(pid);
@@ -291,6 +291,7 @@ fn start_child(
     request: Decoded,
     hooks: &[(String, Hook)],
     stack: &mut Option<Stack>,
+    sock: RawFd,
 ) -> io::Result<(u32, OwnedFd)> {
     let Decoded {
         id: _,
@@ -313,6 +314,7 @@ fn start_child(
         }
     }
     let setup = ChildSetup {
+        sock,
         cwd_fd,
         ignored,
         hooks: &wanted,
@@ -470,6 +472,8 @@ fn keep_report(prepared: &mut Prepared, report: OwnedFd) -> io::Result<OwnedFd> 
 
 /// What the child does before the plan.
 struct ChildSetup<'a> {
+    /// The server's socket, which the child must not keep.
+    sock: RawFd,
     cwd_fd: Option<RawFd>,
     ignored: u64,
     hooks: &'a [(u32, Vec<u8>)],
@@ -499,6 +503,9 @@ fn failure(step: ZStep, errno: i32, index: usize) -> Failure {
 ///
 /// Runs in the cloned child: async-signal-safe, no allocation, no locks.
 fn prelude(setup: &ChildSetup<'_>) -> Result<(), Failure> {
+    // The child's copy of the server's socket would keep the caller from seeing the server's
+    // death (end of file) for as long as the child lives, a hook that blocks included.
+    let _ = sys::close(setup.sock);
     // The pid first: should the zygote die before its answer reaches the caller, the caller
     // still learns which child to wait for.
     let _ = sys::write(setup.report, &(sys::getpid() as u32).to_ne_bytes());
