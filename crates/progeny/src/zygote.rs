@@ -186,6 +186,7 @@ impl ZygoteBuilder {
         };
         Ok(Zygote {
             hooks: self.hooks,
+            template_pid: template.pid,
             template: Mutex::new(Some(template)),
             server: Mutex::new(Server {
                 pid: server.pid,
@@ -242,6 +243,8 @@ impl ZygoteBuilder {
 pub struct Zygote {
     hooks: Vec<(String, Hook)>,
     template: Mutex<Option<Proc>>,
+    /// The template's pid, for messages once it is gone.
+    template_pid: u32,
     server: Mutex<Server>,
     next_id: AtomicU64,
 }
@@ -352,19 +355,31 @@ impl Zygote {
     }
 
     /// Replaces the server with a new one made by the template, whether the old one is gone or
-    /// still running (it is then ended and reaped). Restarting is explicit, never automatic, so
-    /// the death of a server is seen rather than hidden.
+    /// still running (it is then ended and reaped). Restarting is explicit, never automatic
+    /// (spawn never restarts lazily), so the death of a server is seen rather than hidden. A
+    /// server that dies is reaped as soon as a spawn or a restart notices.
     ///
     /// # Errors
     /// An error naming the template when it is gone too (a new zygote must then be started while
     /// the process is single-threaded); the template's `clone` error.
     pub fn restart(&self) -> io::Result<()> {
         let mut server = lock(&self.server);
-        let template = lock(&self.template);
+        let mut template = lock(&self.template);
         let Some(t) = template.as_ref() else {
-            return Err(template_gone(0));
+            return Err(template_gone(self.template_pid));
         };
-        let fresh = make_server(t)?;
+        let fresh = match make_server(t) {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                if e.kind() == io::ErrorKind::BrokenPipe {
+                    // The template is gone for good: reap it now rather than at drop.
+                    if let Some(t) = template.take() {
+                        t.retire();
+                    }
+                }
+                return Err(e);
+            }
+        };
         drop(template);
         server.pid = fresh.pid;
         if let Some(old) = server.proc.replace(fresh) {

@@ -78,8 +78,10 @@ fn panics(_: &[u8]) -> io::Result<()> {
 }
 
 fn main() {
-    if std::env::args().nth(1).as_deref() == Some("--orphan-probe") {
-        orphan_probe();
+    match std::env::args().nth(1).as_deref() {
+        Some("--orphan-probe") => orphan_probe(),
+        Some("--template-probe") => template_probe(),
+        _ => {}
     }
     let fds_at_start = open_fds();
     // First thing, while single-threaded.
@@ -114,10 +116,15 @@ fn main() {
         ("hooks run in the child", hooks),
         ("signals and directory come from the caller", caller_state),
         ("options it cannot carry are refused", refusals),
+        ("process options are carried", process_options),
         ("a request larger than a datagram", large_request),
         ("4 threads x 200 spawns", concurrent_spawns),
         ("killed mid-run: error, no hang, restart", killed_mid_run),
         ("dies with its parent", dies_with_parent),
+        (
+            "template gone: restart refuses, nothing left",
+            template_gone,
+        ),
         ("refused with two threads", refused_with_two_threads),
     ];
     let mut passed = 0;
@@ -675,6 +682,48 @@ fn refusals(zygote: &Zygote, _: &Zygote) -> Outcome {
         err.kind()
     );
     ensure!(err.to_string().contains("close_other_fds"), "message {err}");
+    // Namespaces are the clone's flags, which only a direct spawn sets.
+    let mut cmd = Command::new("true");
+    cmd.unshare(progeny::Namespaces::UTS);
+    let err = zygote.spawn(&cmd).err().ok_or("a namespace was accepted")?;
+    ensure!(
+        err.kind() == io::ErrorKind::Unsupported,
+        "kind {:?}",
+        err.kind()
+    );
+    ensure!(err.to_string().contains("namespaces"), "message {err}");
+    Ok(())
+}
+
+fn process_options(zygote: &Zygote, _: &Zygote) -> Outcome {
+    // Limits, nice value and no_new_privs travel in the request; the child reports them.
+    let script = "ulimit -n; ulimit -Hn; grep NoNewPrivs /proc/self/status; \
+                  cut -d' ' -f19 /proc/self/stat";
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", script])
+        .rlimit(libc::RLIMIT_NOFILE as u32, 100, 200)
+        .nice(3)
+        .no_new_privs(true);
+    let direct = cmd
+        .stdout(Stdio::piped())
+        .output()
+        .map_err(|e| e.to_string())?;
+    let direct = String::from_utf8_lossy(&direct.stdout).into_owned();
+    let via = stdout_of(zygote, &mut cmd)?;
+    ensure!(
+        direct == "100\n200\nNoNewPrivs:\t1\n3\n",
+        "direct child reports {direct:?}"
+    );
+    ensure!(via == direct, "zygote child reports {via:?}");
+
+    // kill_on_drop is the caller's Child's business: dropping it kills and reaps the child.
+    let mut cmd = Command::new("sleep");
+    cmd.arg("60").kill_on_drop(true);
+    let child = zygote.spawn(&cmd).map_err(|e| e.to_string())?;
+    let pid = child.id();
+    ensure!(children().contains(&pid), "sleep is not our child");
+    drop(child);
+    ensure!(!children().contains(&pid), "kill_on_drop left {pid} behind");
     Ok(())
 }
 
@@ -852,6 +901,60 @@ fn orphan_probe() -> ! {
     let _ = io::stdin().read_to_end(&mut Vec::new());
     std::mem::forget(zygote);
     std::process::exit(0);
+}
+
+/// Run as `--template-probe`, in a process of its own where the zygote's two processes are the
+/// only children: kill both, check that restart names the template, and that neither is left
+/// as a zombie. Prints `ok` or why not.
+fn template_probe() -> ! {
+    let outcome = (|| -> Outcome {
+        let zygote = Zygote::start().map_err(|e| e.to_string())?;
+        let server = zygote.pid();
+        let ours = children();
+        ensure!(
+            ours.len() == 2 && ours.contains(&server),
+            "children {ours:?}"
+        );
+        for pid in ours {
+            // SAFETY: our own unreaped children.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        let err = zygote.spawn(&Command::new("true")).err().ok_or("spawned")?;
+        ensure!(err.kind() == io::ErrorKind::BrokenPipe, "spawn error {err}");
+        let err = zygote
+            .restart()
+            .err()
+            .ok_or("restarted without a template")?;
+        ensure!(err.to_string().contains("template"), "restart error {err}");
+        let err = zygote.restart().err().ok_or("restarted twice")?;
+        ensure!(
+            err.to_string().contains("template"),
+            "second restart error {err}"
+        );
+        ensure!(children().is_empty(), "left behind: {:?}", children());
+        drop(zygote);
+        Ok(())
+    })();
+    match outcome {
+        Ok(()) => println!("ok"),
+        Err(why) => println!("{why}"),
+    }
+    std::process::exit(0);
+}
+
+fn template_gone(_: &Zygote, _: &Zygote) -> Outcome {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = Command::new(exe)
+        .arg("--template-probe")
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.success() && text == "ok\n",
+        "probe: {}: {text}",
+        out.status
+    );
+    Ok(())
 }
 
 fn dies_with_parent(_: &Zygote, _: &Zygote) -> Outcome {
