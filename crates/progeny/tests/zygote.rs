@@ -701,7 +701,7 @@ fn process_options(zygote: &Zygote, _: &Zygote) -> Outcome {
                   cut -d' ' -f19 /proc/self/stat";
     let mut cmd = Command::new("sh");
     cmd.args(["-c", script])
-        .rlimit(libc::RLIMIT_NOFILE as u32, 100, 200)
+        .rlimit(libc::RLIMIT_NOFILE, 100, 200)
         .nice(3)
         .no_new_privs(true);
     let direct = cmd
