@@ -18,8 +18,8 @@
 //!
 //! # Processes
 //! Two processes make up a zygote, both children of the caller that hold nothing but one socket
-//! each, block every signal, and die with the thread that started them (`PR_SET_PDEATHSIG`) or
-//! when the caller closes its end:
+//! each (and, for the server, `/dev/null` as its standard streams), block every signal, and die
+//! with the thread that started them (`PR_SET_PDEATHSIG`) or when the caller closes its end:
 //! - the *template*, a pristine copy of the caller at start, which only makes servers;
 //! - the *server*, made by the template, which answers spawn requests.
 //!
@@ -63,8 +63,9 @@ use crate::Child;
 ///
 /// A hook runs in a fork-style child of the single-threaded zygote, with its own copy of memory,
 /// so it may allocate, lock and call any library. It runs before the plan: the child's
-/// descriptors are not yet placed, its ids and directory not yet changed (the directory is the
-/// caller's), and every signal is blocked. An `Err` (or a panic) stops the spawn: the caller gets
+/// descriptors are not yet placed (its standard streams are `/dev/null`), its ids and directory
+/// not yet changed (the directory is the caller's), and every signal is blocked, so only
+/// `SIGKILL` ends a hook that hangs. An `Err` (or a panic) stops the spawn: the caller gets
 /// an `io::Error` carrying a [`HookError`] that names the hook, with the kind of the hook's
 /// errno.
 pub type Hook = fn(&[u8]) -> io::Result<()>;
@@ -418,7 +419,7 @@ impl Zygote {
         };
         let (report_reader, report_writer) = std::io::pipe()?;
         // Streams the command leaves inherited come from the caller's own descriptors as they
-        // are now: the zygote holds no standard streams.
+        // are now (the zygote's own are /dev/null).
         let inherit: Vec<RawFd> = inheritable
             .into_iter()
             .filter(|n| !prepared.fds.iter().any(|m| m.dst == *n))

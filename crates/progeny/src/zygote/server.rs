@@ -5,6 +5,10 @@
 //! ordinary Rust (allocation included) is safe: no other thread can have held a lock at the
 //! fork. None of it ever returns into the caller's frames that the fork copied: every path ends
 //! in `exit_group`, and a panic is caught before it could unwind into them.
+//!
+//! The exception is the child of a request without hooks, which shares the server's memory
+//! (`CLONE_VM`): [`prelude`] and [`vfork_main`] follow the child contract of `progeny-child`
+//! (raw system calls only, no allocation, no locks, no panic path).
 #![allow(unsafe_code)]
 
 use std::ffi::c_int;
