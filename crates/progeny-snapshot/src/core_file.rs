@@ -384,6 +384,9 @@ impl Snapshot {
             note.write(&mut header);
         }
 
+        // One descriptor on the child's memory for the whole dump (see `read_memory` for why
+        // not process_vm_readv).
+        let memory = fs::File::open(format!("/proc/{}/mem", self.child()))?;
         let file = fs::File::create(path)?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
         out.write_all(&header)?;
@@ -400,7 +403,7 @@ impl Snapshot {
             let mut unreadable = 0u64;
             while address < m.end {
                 let chunk = ((m.end - address) as usize).min(buffer.len());
-                let got = self.read_memory(address, &mut buffer[..chunk]).unwrap_or(0);
+                let got = procfs::read_at_most(&memory, address, &mut buffer[..chunk]).unwrap_or(0);
                 if got < chunk {
                     // A hole (a file mapping past the end of its file, a guard page): zeros,
                     // so every later byte keeps its offset.

@@ -154,13 +154,45 @@ fn parse_map_line(line: &str) -> Option<Mapping> {
     })
 }
 
-/// Reads `buf.len()` bytes of process `pid` at `addr` with `process_vm_readv`, falling back to
-/// `/proc/PID/mem` (which can read pages `process_vm_readv` refuses, e.g. some special
-/// mappings). Returns how many bytes were read.
+/// Reads `buf.len()` bytes of process `pid` at `addr`; returns how many bytes were read
+/// (fewer at an unmapped or unreadable page).
+///
+/// It reads through `/proc/PID/mem`, not `process_vm_readv`: the latter pins the pages
+/// (`FOLL_PIN`), and pinning an anonymous page shared copy-on-write forces the kernel to give
+/// the reading side its own copy first, so reading a snapshot child that way would copy every
+/// page of it, slowly, doubling its memory. `/proc/PID/mem` takes plain references.
+/// `process_vm_readv` remains the fallback if `/proc/PID/mem` cannot be opened.
 ///
 /// # References
+/// - [proc_pid_mem(5)](https://man7.org/linux/man-pages/man5/proc_pid_mem.5.html)
 /// - [process_vm_readv(2)](https://man7.org/linux/man-pages/man2/process_vm_readv.2.html)
+///
+/// # Errors
+/// Fails if nothing at all can be read at `addr`, or the process is gone or not ours to read.
 pub fn read_memory(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    match fs::File::open(format!("/proc/{pid}/mem")) {
+        Ok(mem) => read_at_most(&mem, addr, buf),
+        Err(_) => process_vm_readv(pid, addr, buf),
+    }
+}
+
+/// Reads as much of `buf` as `mem` (an open `/proc/PID/mem`) has at `addr`.
+pub(crate) fn read_at_most(mem: &fs::File, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut done = 0;
+    while done < buf.len() {
+        match mem.read_at(&mut buf[done..], addr + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) if done == 0 => return Err(err),
+            Err(_) => break,
+        }
+    }
+    Ok(done)
+}
+
+fn process_vm_readv(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
     let local = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -172,19 +204,8 @@ pub fn read_memory(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `local` describes `buf`, which we exclusively borrow for the call; `remote` is
     // only interpreted by the kernel in the other process's address space.
     let got = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-    if got >= 0 && got as usize == buf.len() {
-        return Ok(got as usize);
+    if got < 0 {
+        return Err(io::Error::last_os_error());
     }
-    use std::os::unix::fs::FileExt;
-    let mem = fs::File::open(format!("/proc/{pid}/mem"))?;
-    let mut done = 0;
-    while done < buf.len() {
-        match mem.read_at(&mut buf[done..], addr + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(err) if done == 0 => return Err(err),
-            Err(_) => break,
-        }
-    }
-    Ok(done)
+    Ok(got as usize)
 }

@@ -107,6 +107,7 @@ fn core_matches_gcore_in_gdb() {
         return;
     }
     let target = Target::start(&["parked"]);
+    target.wait_in_syscall(0);
     let program = progeny_snapshot::targets::path().unwrap();
     let dir = scratch_dir("match");
     let ours = dir.join("progeny.core");
@@ -166,6 +167,7 @@ fn skipping_file_backed_text_makes_a_smaller_core_that_still_loads() {
         return;
     }
     let target = Target::start(&["parked"]);
+    target.wait_in_syscall(0);
     let program = progeny_snapshot::targets::path().unwrap();
     let dir = scratch_dir("small");
     let snapshot = Snapshot::take(target.pid(), &SnapshotOptions::default()).unwrap();
@@ -198,5 +200,35 @@ fn skipping_file_backed_text_makes_a_smaller_core_that_still_loads() {
     let printed = gdb(&program, &small_path, &["print/x progeny_marker"]);
     assert!(printed.contains("0x5eed1234"), "{printed}");
     target.finish();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Private memory (clean and dirty) of a process in kB, from /proc/PID/smaps_rollup: pages
+/// mapped by this process alone.
+fn private_kb(pid: i32) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("Private_Clean:") || l.starts_with("Private_Dirty:"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn writing_a_core_does_not_copy_the_childs_memory() {
+    // Reading the child with a pinning call (process_vm_readv) would make the kernel give it a
+    // private copy of every shared page; the core writer must leave them shared.
+    let target = Target::start(&["bench", "1", "64"]);
+    let snapshot = Snapshot::take(target.pid(), &SnapshotOptions::default()).unwrap();
+    let dir = scratch_dir("shared");
+    let core = dir.join("shared.core");
+    snapshot
+        .write_core(&core, &CoreOptions::default(), &mut |_, _| {})
+        .unwrap();
+    let private = private_kb(snapshot.child());
+    assert!(
+        private < 16 * 1024,
+        "the child now owns {private} kB of private copies"
+    );
+    drop(snapshot);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -103,6 +103,23 @@ impl Target {
     }
 }
 
+impl Target {
+    /// Waits until the target's main thread sleeps in syscall `nr` (e.g. 0 for read): the
+    /// `ready` line is written before that, so the thread may still be on its way.
+    pub fn wait_in_syscall(&self, nr: u32) {
+        let prefix = format!("{nr} ");
+        for _ in 0..2500 {
+            let syscall = std::fs::read_to_string(format!("/proc/{}/syscall", self.pid()))
+                .unwrap_or_default();
+            if syscall.starts_with(&prefix) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        panic!("target {} never entered syscall {nr}", self.pid());
+    }
+}
+
 impl Drop for Target {
     fn drop(&mut self) {
         let _ = self.child.kill();
