@@ -7,6 +7,16 @@ use progeny_snapshot::{read_memory, snapshot_me};
 
 static mut MARKER: u64 = 0;
 
+/// A self-snapshot forks this whole test process, which makes every page of it copy-on-write
+/// for a moment, including another test's: the tests of this file take turns.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner())
+}
+
 fn set_marker(value: u64) {
     // SAFETY: only this test touches MARKER, through volatile accesses.
     unsafe { std::ptr::addr_of_mut!(MARKER).write_volatile(value) }
@@ -14,6 +24,7 @@ fn set_marker(value: u64) {
 
 #[test]
 fn child_keeps_memory_of_the_moment_and_is_invisible_to_plain_wait() {
+    let _turn = one_at_a_time();
     set_marker(0x1111);
     let snapshot = snapshot_me().unwrap();
     set_marker(0x2222);
@@ -69,6 +80,7 @@ fn child_keeps_memory_of_the_moment_and_is_invisible_to_plain_wait() {
 
 #[test]
 fn cow_probe_sees_copy_faults_only_with_a_snapshot() {
+    let _turn = one_at_a_time();
     let report = probe(&CowOptions {
         pages: 4000,
         writes: 2000,
