@@ -62,6 +62,13 @@ pub(crate) enum StdioDefault {
 /// a method here, executed by raw system calls. For arbitrary child-side code, run it in a
 /// single-threaded spawn server (the zygote pattern), where fork-style setup is safe.
 ///
+/// # Caveats
+/// Like `posix_spawn` with `environ`, and like std, progeny reads the process environment when it
+/// spawns: an unchanged environment is handed to the child as libc's `environ` array itself, and a
+/// changed one is built from it. Rust's `std::env::set_var` requires that no other thread reads
+/// the environment through libc while it runs (which is why it is `unsafe` in edition 2024); a
+/// program that changes its environment from one thread while another spawns breaks that rule.
+///
 /// # Example
 /// ```
 /// let out = progeny::Command::new("echo").arg("hello").output()?;

@@ -21,11 +21,14 @@ use crate::stdio::StdioKind;
 /// `execvp`'s search path when `PATH` is not set at all.
 const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
 
-/// NUL-terminated strings packed in one buffer, with a NULL-terminated pointer array over them.
+/// NUL-terminated strings packed in one buffer, with a NULL-terminated pointer array over them;
+/// or, for an unchanged environment, the process's own `environ` array used as it is.
 pub(crate) struct CStrBlock {
     bytes: Vec<u8>,
     starts: Vec<usize>,
     pointers: Vec<*const c_char>,
+    /// A NULL-terminated array that libc owns (`environ`), or null.
+    borrowed: *const *const c_char,
 }
 
 impl CStrBlock {
@@ -34,6 +37,15 @@ impl CStrBlock {
             bytes: Vec::with_capacity(bytes),
             starts: Vec::with_capacity(strings),
             pointers: Vec::new(),
+            borrowed: std::ptr::null(),
+        }
+    }
+
+    /// The process environment itself, without a copy (as std and `posix_spawn` pass it).
+    fn process_environment(environ: *const *const c_char) -> CStrBlock {
+        CStrBlock {
+            borrowed: environ,
+            ..CStrBlock::with_capacity(0, 0)
         }
     }
 
@@ -58,8 +70,11 @@ impl CStrBlock {
         self.pointers.push(std::ptr::null());
     }
 
-    /// The string at `i`, without its NUL (for error messages).
+    /// The string at `i`, without its NUL (for error messages and the zygote's requests).
     pub(crate) fn get(&self, i: usize) -> Option<&OsStr> {
+        if !self.borrowed.is_null() {
+            return environ_entries(self.borrowed).nth(i).map(OsStr::from_bytes);
+        }
         let start = *self.starts.get(i)?;
         let end = self.starts.get(i + 1).map_or(self.bytes.len(), |&s| s) - 1;
         self.bytes.get(start..end).map(OsStr::from_bytes)
@@ -67,7 +82,11 @@ impl CStrBlock {
 
     /// The NULL-terminated pointer array.
     pub(crate) fn as_ptr(&self) -> *const *const c_char {
-        self.pointers.as_ptr()
+        if self.borrowed.is_null() {
+            self.pointers.as_ptr()
+        } else {
+            self.borrowed
+        }
     }
 
     /// The pointers without the terminating NULL.
@@ -258,8 +277,8 @@ pub(crate) fn prepare(
 
     let container = container_fields(cmd)?;
 
-    let (envp, child_path, path_changed) = environment(cmd);
     let path_lookup = !cmd.program.as_bytes().contains(&b'/') && !cmd.program.is_empty();
+    let (envp, child_path, path_changed) = environment(cmd, path_lookup);
     let candidates = candidates(&cmd.program, path_lookup, child_path.as_deref());
 
     let mut argv = CStrBlock::with_capacity(
@@ -441,40 +460,93 @@ fn container_fields(cmd: &Command) -> io::Result<Prepared> {
     })
 }
 
-/// The child's environment block, the `PATH` that the search must use, and whether that `PATH`
-/// was changed by the command.
-fn environment(cmd: &Command) -> (CStrBlock, Option<OsString>, bool) {
+/// The process environment as libc keeps it: libc's `environ` (possibly null).
+fn process_environ() -> *const *const c_char {
+    extern "C" {
+        static mut environ: *const *const c_char;
+    }
+    // SAFETY: reads the pointer's value once; see "Caveats" on `Command` for why the array it
+    // points to may be read without std's environment lock.
+    unsafe { std::ptr::addr_of!(environ).read() }
+}
+
+/// The `KEY=VALUE` entries of a NULL-terminated environment array.
+fn environ_entries<'a>(environ: *const *const c_char) -> impl Iterator<Item = &'a [u8]> {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        if environ.is_null() {
+            return None;
+        }
+        // SAFETY: `environ` is a NULL-terminated array of NUL-terminated strings (libc's
+        // invariant), and `i` never passes its NULL.
+        let entry = unsafe { *environ.add(i) };
+        if entry.is_null() {
+            return None;
+        }
+        i += 1;
+        // SAFETY: as above: a NUL-terminated string that lives as long as the environment.
+        Some(unsafe { std::ffi::CStr::from_ptr(entry) }.to_bytes())
+    })
+}
+
+/// The variable name of an environment entry (all of it where there is no `=`).
+fn entry_key(entry: &[u8]) -> &[u8] {
+    entry.split(|&b| b == b'=').next().unwrap_or(entry)
+}
+
+/// The value of `PATH` in an environment array.
+fn environ_path(environ: *const *const c_char) -> Option<OsString> {
+    environ_entries(environ)
+        .find_map(|e| e.strip_prefix(b"PATH="))
+        .map(|v| OsStr::from_bytes(v).to_owned())
+}
+
+/// The child's environment block, the `PATH` that the search must use (when `path_lookup`), and
+/// whether that `PATH` was changed by the command.
+///
+/// An unchanged environment is passed as the process's own `environ`, as std and `posix_spawn`
+/// do: no copy, which spares a spawn a few dozen allocations (and the kernel copies it anyway).
+/// A changed one is built from `environ` and the command's changes, in one buffer.
+fn environment(cmd: &Command, path_lookup: bool) -> (CStrBlock, Option<OsString>, bool) {
     let path_key = OsStr::new("PATH");
     let path_changed = cmd.env_clear || cmd.env.contains_key(path_key);
-    let mut vars: Vec<(OsString, OsString)> = if cmd.env_clear {
+    let environ = process_environ();
+    if !cmd.env_clear && cmd.env.is_empty() && !environ.is_null() {
+        let path = if path_lookup {
+            environ_path(environ)
+        } else {
+            None
+        };
+        return (CStrBlock::process_environment(environ), path, false);
+    }
+    let inherited: Vec<&[u8]> = if cmd.env_clear {
         Vec::new()
     } else {
-        // `vars_os` copies the environment under std's lock, so a concurrent `set_var` in another
-        // thread cannot hand us a half-written array.
-        std::env::vars_os()
-            .filter(|(k, _)| !cmd.env.contains_key(k))
+        environ_entries(environ)
+            .filter(|e| !cmd.env.contains_key(OsStr::from_bytes(entry_key(e))))
             .collect()
     };
-    vars.extend(
-        cmd.env
-            .iter()
-            .filter_map(|(k, v)| v.as_ref().map(|v| (k.clone(), v.clone()))),
-    );
-    let child_path = if path_changed {
-        vars.iter()
-            .find(|(k, _)| k == path_key)
-            .map(|(_, v)| v.clone())
-    } else {
-        std::env::var_os(path_key)
-    };
+    let set = cmd.env.iter().filter_map(|(k, v)| Some((k, v.as_ref()?)));
     let mut block = CStrBlock::with_capacity(
-        vars.len(),
-        vars.iter().map(|(k, v)| k.len() + v.len() + 2).sum(),
+        inherited.len() + cmd.env.len(),
+        inherited.iter().map(|e| e.len() + 1).sum::<usize>()
+            + set
+                .clone()
+                .map(|(k, v)| k.len() + v.len() + 2)
+                .sum::<usize>(),
     );
-    for (k, v) in &vars {
+    for entry in &inherited {
+        block.push(&[entry]);
+    }
+    for (k, v) in set {
         block.push(&[k.as_bytes(), b"=", v.as_bytes()]);
     }
     block.seal();
+    let child_path = match (path_lookup, path_changed) {
+        (false, _) => None,
+        (true, true) => cmd.env.get(path_key).cloned().flatten(),
+        (true, false) => environ_path(environ),
+    };
     (block, child_path, path_changed)
 }
 
