@@ -60,8 +60,8 @@ pub struct SpawnPath {
 }
 
 impl SpawnPath {
-    /// A child the zygote cloned with `flags` (`CLONE_PARENT|CLONE_PIDFD`, with
-    /// `CLONE_VM|CLONE_VFORK` unless hooks ran).
+    /// A child the zygote cloned with `flags` (`CLONE_PARENT|CLONE_PIDFD`, with `CLONE_VM`
+    /// unless hooks ran).
     pub(crate) fn zygote(flags: u64) -> SpawnPath {
         SpawnPath {
             call: SpawnCall::Clone,

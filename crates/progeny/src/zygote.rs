@@ -12,9 +12,10 @@
 //! [`Hook`]s run there, between the clone and the exec. That is progeny's answer to std's
 //! `pre_exec`. A request with hooks gets a fork-style child (its own copy of the helper's small
 //! memory, so a hook may allocate and lock); a request without hooks gets a child that shares the
-//! helper's memory (`CLONE_VM|CLONE_VFORK`, on a separate stack) and runs only the
-//! allocation-free plan, as a direct spawn does: no page tables to copy, none to tear down at
-//! exec.
+//! helper's memory (`CLONE_VM`, on a stack of its own) and runs only the allocation-free plan, as
+//! a direct spawn does: no page tables to copy, none to tear down at exec. The helper does not
+//! wait for that child's exec: it answers at once, and frees the child's plan and stack when a
+//! close-on-exec pipe tells it the child is done.
 //!
 //! # Processes
 //! Two processes make up a zygote, both children of the caller that hold nothing but one socket
@@ -230,10 +231,8 @@ impl ZygoteBuilder {
 /// Requests go through one lock held for the round trip to the server: the server is one thread
 /// that starts one child at a time, so a queue in front of it costs nothing, and with the lock
 /// every answer trivially belongs to the request just sent (each still carries an id, checked).
-/// For a request without hooks the server is suspended until the child has exec'ed, so spawns
-/// through one zygote happen one after the other; with hooks it answers once the child is
-/// cloned, and the caller waits for the exec outside the lock, on a pipe of the spawn's own.
-/// Threads that need spawns in parallel can share a few zygotes.
+/// The server answers as soon as the child is cloned; the caller then waits for the exec outside
+/// the lock, on a pipe of the spawn's own, so the children of several threads exec in parallel.
 ///
 /// # Caveats
 /// - Code that reaps every child (`waitpid(-1)`, a `SIGCHLD` handler that loops on it) reaps the
@@ -477,7 +476,7 @@ impl Zygote {
         let Some((failure, message)) = report.failure else {
             let pipes = std::mem::take(&mut prepared.pipes);
             let flags = if hooks.is_empty() {
-                server::VFORK_FLAGS
+                server::VM_FLAGS
             } else {
                 server::FORK_FLAGS
             };

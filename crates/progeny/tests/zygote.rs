@@ -53,8 +53,8 @@ fn nothing(_: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Spawns through the path without hooks (`CLONE_VM|CLONE_VFORK`) or, with `forked`, through the
-/// fork-style path that hooks take.
+/// Spawns through the path without hooks (`CLONE_VM`) or, with `forked`, through the fork-style
+/// path that hooks take.
 fn spawn_via(zygote: &Zygote, cmd: &Command, forked: bool) -> io::Result<progeny::Child> {
     if forked {
         zygote.spawn_with_hooks(cmd, &[("nothing", b"")])
@@ -277,7 +277,7 @@ fn wait_and_pidfd(zygote: &Zygote, _: &Zygote) -> Outcome {
     );
     let path = child.spawn_path().to_string();
     ensure!(
-        path == "clone(CLONE_VM|CLONE_PARENT|CLONE_VFORK|CLONE_PIDFD)",
+        path == "clone(CLONE_VM|CLONE_PARENT|CLONE_PIDFD)",
         "spawn path {path}"
     );
     let status = child.wait().map_err(|e| e.to_string())?;

@@ -7,8 +7,8 @@
 //! in `exit_group`, and a panic is caught before it could unwind into them.
 //!
 //! The exception is the child of a request without hooks, which shares the server's memory
-//! (`CLONE_VM`): [`prelude`] and [`vfork_main`] follow the child contract of `progeny-child`
-//! (raw system calls only, no allocation, no locks, no panic path).
+//! (`CLONE_VM`): [`prelude`] and [`vm_main`] follow the child contract of `progeny-child` (raw
+//! system calls only, no allocation, no locks, no panic path).
 #![allow(unsafe_code)]
 
 use std::ffi::c_int;
@@ -33,8 +33,8 @@ pub(crate) const MAKE_SERVER: u8 = 1;
 pub(crate) const FORK_FLAGS: u64 = libc::CLONE_PARENT as u64 | sys::CLONE_PIDFD;
 
 /// How the server clones a child for a request without hooks: sharing its memory, as a direct
-/// spawn does.
-pub(crate) const VFORK_FLAGS: u64 = sys::CLONE_VM | sys::CLONE_VFORK | FORK_FLAGS;
+/// spawn does (without `CLONE_VFORK`: the server goes on while the child execs).
+pub(crate) const VM_FLAGS: u64 = sys::CLONE_VM | FORK_FLAGS;
 
 /// Answer status: the child exists.
 pub(crate) const OK: u32 = 0;
@@ -244,8 +244,34 @@ fn server_main(sock: OwnedFd, caller: i32, hooks: &[(String, Hook)]) -> i32 {
         let _ = sys::dup3(null.as_raw_fd(), 2, 0);
         std::mem::forget(null);
     }
-    let mut stack = None;
+    let mut flights: Vec<Flight> = Vec::new();
+    let mut stacks: Vec<Stack> = Vec::new();
     loop {
+        // Wait for a request or for children in flight to exec (or exit), whichever comes
+        // first; a child that is done frees its plan and its stack.
+        let mut pfds: Vec<libc::pollfd> = std::iter::once(sock.as_raw_fd())
+            .chain(flights.iter().map(|f| f.done.as_raw_fd()))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `pfds` is a valid array of pollfd of the length passed.
+        if unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, -1) } < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return 1;
+        }
+        for i in (0..flights.len()).rev() {
+            if pfds[i + 1].revents != 0 {
+                stacks.push(flights.swap_remove(i).land());
+            }
+        }
+        if pfds[0].revents == 0 {
+            continue;
+        }
         let (body, fds) = match recv_request(sock.as_raw_fd()) {
             Ok(Some(request)) => request,
             // The caller closed its end (restart or drop) or died: nothing more to do. A
@@ -265,7 +291,11 @@ fn server_main(sock: OwnedFd, caller: i32, hooks: &[(String, Hook)]) -> i32 {
             }
             Ok(request) => {
                 answer.u64(request.id);
-                match start_child(request, hooks, &mut stack, sock.as_raw_fd()) {
+                let room = Room {
+                    stacks: &mut stacks,
+                    flights: &mut flights,
+                };
+                match start_child(request, hooks, room, sock.as_raw_fd()) {
                     Ok((pid, fd)) => {
                         answer.u32(OK);
                         answer.u32(pid);
@@ -285,8 +315,15 @@ fn server_main(sock: OwnedFd, caller: i32, hooks: &[(String, Hook)]) -> i32 {
             return 0;
         }
         // `pidfd` and every descriptor of the request close here: the server goes back to
-        // holding its socket alone.
+        // holding its socket alone (and the done pipes of children still in flight).
     }
+}
+
+/// Where the server keeps children in flight: `CLONE_VM` children that have not exec'ed yet, and
+/// the stacks that finished ones gave back.
+struct Room<'a> {
+    stacks: &'a mut Vec<Stack>,
+    flights: &'a mut Vec<Flight>,
 }
 
 /// Clones the child for `request`; returns its pid and pidfd. The request's descriptors close
@@ -294,7 +331,7 @@ fn server_main(sock: OwnedFd, caller: i32, hooks: &[(String, Hook)]) -> i32 {
 fn start_child(
     request: Decoded,
     hooks: &[(String, Hook)],
-    stack: &mut Option<Stack>,
+    room: Room<'_>,
     sock: RawFd,
 ) -> io::Result<(u32, OwnedFd)> {
     let Decoded {
@@ -308,34 +345,81 @@ fn start_child(
     if wanted.iter().any(|(i, _)| *i as usize >= hooks.len()) {
         return Err(invalid_input("unknown zygote hook"));
     }
-    let report = keep_report(&mut prepared, report)?;
+    // A child that shares our memory tells us it is done (exec'ed or exited) by closing this
+    // pipe's write end: it is close-on-exec and only the child holds it once cloned.
+    let (done, done_writer) = if wanted.is_empty() {
+        let (r, w) = std::io::pipe()?;
+        (Some(OwnedFd::from(r)), Some(OwnedFd::from(w)))
+    } else {
+        (None, None)
+    };
+    let report = keep(&mut prepared, report)?;
+    let done_writer = done_writer.map(|w| keep(&mut prepared, w)).transpose()?;
+    let mapped: Vec<i32> = prepared.fds.iter().map(|m| m.dst).collect();
+    prepared.close_ranges = gaps(
+        mapped
+            .iter()
+            .copied()
+            .chain(prepared.reserved.iter().copied()),
+    );
     // Standard streams that the request leaves unmapped are closed, as a direct spawn from a
     // caller without them would have them: the zygote's own low numbers hold other things.
-    let mapped: Vec<i32> = prepared.fds.iter().map(|m| m.dst).collect();
     for n in 0..3u32 {
         if !mapped.contains(&(n as i32)) {
             prepared.close_ranges.push((n, n));
         }
     }
-    let setup = ChildSetup {
+    let prelude = Prelude {
         sock,
         cwd_fd,
         ignored,
-        hooks: &wanted,
         report: report.as_raw_fd(),
     };
-    if wanted.is_empty() {
-        return clone_vfork(stack, &mut prepared, &setup);
+    if let (Some(done), Some(_writer)) = (done, &done_writer) {
+        // The child gets its own copy of our descriptor table at the clone: ours of the
+        // request's descriptors, the report and the done pipe's write end close when this
+        // returns (`_writer` included), so the next children cannot inherit them.
+        let received = std::mem::take(&mut prepared.child_ends);
+        let started = clone_vm(room, prepared, prelude, done);
+        drop(received);
+        return started;
     }
+    let setup = ChildSetup {
+        prelude,
+        hooks: &wanted,
+    };
     match clone_parent()? {
         None => child_main(&mut prepared, &setup, hooks),
         Some(child) => Ok(child),
     }
 }
 
+/// Keeps `fd` open in the child until exec: it must not sit on a destination (a placement would
+/// overwrite it) and must stay out of the ranges that close-the-rest closes (the caller
+/// recomputes them from `reserved`). Relocated copies go at or above the relocation floor, to
+/// free numbers, so they cannot land on it either. Unlike the fork backend's report pipe, it is
+/// not moved above the floor: with a destination near the descriptor limit that would fail
+/// here, where a direct spawn fails in the child with the step and errno the caller must see.
+fn keep(prepared: &mut Prepared, fd: OwnedFd) -> io::Result<OwnedFd> {
+    let dsts: Vec<i32> = prepared.fds.iter().map(|m| m.dst).collect();
+    let mut fd = fd;
+    while dsts.contains(&fd.as_raw_fd()) {
+        let moved = sys::fcntl_int(
+            fd.as_raw_fd(),
+            libc::F_DUPFD_CLOEXEC,
+            fd.as_raw_fd().saturating_add(1),
+        )
+        .map_err(|e| io::Error::from_raw_os_error(e.raw()))?;
+        // SAFETY: F_DUPFD_CLOEXEC returned a fresh descriptor that nothing else owns.
+        fd = unsafe { OwnedFd::from_raw_fd(moved) };
+    }
+    prepared.reserved.push(fd.as_raw_fd());
+    Ok(fd)
+}
+
 /// A stack for `CLONE_VM` children, with a `PROT_NONE` guard page below it so an overflow
-/// faults instead of writing over the server's memory. One is enough: with `CLONE_VFORK` the
-/// server waits until the child has exec'ed or exited, and the stack is free again.
+/// faults instead of writing over the server's memory. Each child in flight has its own; a
+/// child that is done gives it back for the next.
 pub(crate) struct Stack {
     base: *mut libc::c_void,
     len: usize,
@@ -380,56 +464,101 @@ impl Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
-        // SAFETY: our own mapping; with CLONE_VFORK no child runs on it once clone returned.
+        // SAFETY: our own mapping, dropped only once no child runs on it (a flight gives its
+        // stack back when the child is done).
         unsafe { libc::munmap(self.base, self.len) };
     }
 }
 
-/// What a `CLONE_VM` child gets: the plan, and what it does before the plan.
-struct VforkChild<'p, 'a> {
-    plan: &'p mut Plan<'a>,
-    setup: &'p ChildSetup<'p>,
+/// What a `CLONE_VM` child reads: its plan and its prelude. It lives on the heap, at an address
+/// that does not move, until the child is done.
+struct VmChild {
+    plan: Plan<'static>,
+    prelude: Prelude,
 }
 
-/// The common case, a request without hooks: `clone(CLONE_VM|CLONE_VFORK|CLONE_PARENT|
-/// CLONE_PIDFD)` on a separate stack, as a direct spawn does. The child copies no page tables
-/// (nor does its exec have to tear a copy down), and runs only raw system calls on memory the
-/// server does not touch until it is done: the server is single-threaded and suspended meanwhile.
+/// A `CLONE_VM` child that may still be running on our memory: what it reads, its stack, and
+/// the pipe that tells when it is done.
+struct Flight {
+    /// Readable (end of file) once the child has exec'ed or exited.
+    done: OwnedFd,
+    /// From `Box::into_raw`: what the child reads; borrows from `prepared`.
+    child: *mut VmChild,
+    /// From `Box::into_raw`: the plan's strings, arrays and placements.
+    prepared: *mut Prepared,
+    stack: Stack,
+}
+
+impl Flight {
+    /// Frees what the child read, now that it is done, and returns its stack.
+    fn land(self) -> Stack {
+        // SAFETY: both pointers come from Box::into_raw in `clone_vm` and are freed only here,
+        // once; the child no longer runs on our memory (its done pipe is closed), and the plan
+        // that borrows from `prepared` is freed first.
+        unsafe {
+            drop(Box::from_raw(self.child));
+            drop(Box::from_raw(self.prepared));
+        }
+        self.stack
+    }
+}
+
+/// The common case, a request without hooks: `clone(CLONE_VM|CLONE_PARENT|CLONE_PIDFD)` on a
+/// stack of its own. The child copies no page tables (nor does its exec have to tear a copy
+/// down) and runs only raw system calls on memory the server leaves alone until the child is
+/// done. Without `CLONE_VFORK` the server answers at once and takes the next request while the
+/// child execs, so children of several callers exec in parallel.
 ///
 /// # References
 /// - [`clone(2)`](https://man7.org/linux/man-pages/man2/clone.2.html)
-fn clone_vfork(
-    stack: &mut Option<Stack>,
-    prepared: &mut Prepared,
-    setup: &ChildSetup<'_>,
+fn clone_vm(
+    room: Room<'_>,
+    prepared: Prepared,
+    prelude: Prelude,
+    done: OwnedFd,
 ) -> io::Result<(u32, OwnedFd)> {
-    if stack.is_none() {
-        *stack = Some(Stack::new()?);
-    }
-    let top = stack.as_ref().map_or(std::ptr::null_mut(), Stack::top);
-    let mut plan = prepared.plan(SignalReset::SigpipeOnly);
-    let mut child = VforkChild {
-        plan: &mut plan,
-        setup,
+    let stack = match room.stacks.pop() {
+        Some(stack) => stack,
+        None => Stack::new()?,
     };
-    let flags = VFORK_FLAGS | libc::SIGCHLD as u64;
+    let prepared = Box::into_raw(Box::new(prepared));
+    // SAFETY: `prepared` is a live heap allocation that nothing else touches until the flight
+    // lands; the plan's lifetime is extended to match, and `Flight::land` frees the plan before
+    // `prepared`.
+    let plan: Plan<'static> = unsafe { (*prepared).plan(SignalReset::SigpipeOnly) };
+    let child = Box::into_raw(Box::new(VmChild { plan, prelude }));
+    let flight = Flight {
+        done,
+        child,
+        prepared,
+        stack,
+    };
+    let flags = VM_FLAGS | libc::SIGCHLD as u64;
     let mut pidfd: c_int = -1;
-    // SAFETY: the stack is ours, mapped, page-aligned at the top and unused until the child has
-    // exec'ed or exited (CLONE_VFORK suspends us until then); `child` and everything it points
-    // to live in this frame or in `prepared`, which outlive the call; the child runs only raw
-    // system calls and the allocation-free plan executor.
+    // SAFETY: the stack is ours, mapped, page-aligned at the top and used by no one else until
+    // the flight lands; `child` and what it points to stay allocated and untouched by us until
+    // then; the child runs only raw system calls and the allocation-free plan executor.
     let ret = unsafe {
         sys::clone_run(
             flags,
-            top,
+            flight.stack.top(),
             &mut pidfd,
-            vfork_main,
-            &mut child as *mut VforkChild<'_, '_> as *mut libc::c_void,
+            vm_main,
+            child as *mut libc::c_void,
         )
     };
-    let pid = sys::clone_result(ret).map_err(|e| io::Error::from_raw_os_error(e.raw()))?;
-    // SAFETY: CLONE_PIDFD stored a fresh descriptor that nothing else owns.
-    Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
+    match sys::clone_result(ret) {
+        Ok(pid) => {
+            room.flights.push(flight);
+            // SAFETY: CLONE_PIDFD stored a fresh descriptor that nothing else owns.
+            Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
+        }
+        Err(e) => {
+            // No child: nothing runs on this memory.
+            room.stacks.push(flight.land());
+            Err(io::Error::from_raw_os_error(e.raw()))
+        }
+    }
 }
 
 /// The `CLONE_VM` child: the prelude, then the plan; a failure goes into the report pipe.
@@ -437,51 +566,37 @@ fn clone_vfork(
 /// Runs in the cloned child: async-signal-safe, no allocation, no locks.
 ///
 /// # Safety
-/// `arg` must point to a live [`VforkChild`] that nothing else touches until the child has
-/// exec'ed or exited.
-unsafe extern "C" fn vfork_main(arg: *mut libc::c_void) -> c_int {
-    // SAFETY: the caller guarantees `arg` is a VforkChild exclusively ours for now.
-    let child = unsafe { &mut *(arg as *mut VforkChild<'_, '_>) };
-    let failure = match prelude(child.setup) {
-        Ok(()) => progeny_child::execute(child.plan),
+/// `arg` must point to a live [`VmChild`] that nothing else touches until the child has exec'ed
+/// or exited.
+unsafe extern "C" fn vm_main(arg: *mut libc::c_void) -> c_int {
+    // SAFETY: the caller guarantees `arg` is a VmChild exclusively ours for now.
+    let child = unsafe { &mut *(arg as *mut VmChild) };
+    let failure = match prelude(&child.prelude) {
+        Ok(()) => progeny_child::execute(&mut child.plan),
         Err(failure) => failure,
     };
-    let _ = sys::write(child.setup.report, &failure.encode());
+    let _ = sys::write(child.prelude.report, &failure.encode());
     127
 }
 
-/// The report pipe must outlive every step before exec: it must not sit on a destination (a
-/// placement would overwrite it) and must stay out of the ranges that close-the-rest closes.
-/// Relocated copies go at or above the relocation floor, to free numbers, so they cannot land on
-/// it either. Unlike the fork backend, it is not moved above the floor: with a destination near
-/// the descriptor limit that would fail here, where a direct spawn fails in the child with the
-/// step and errno the caller must see.
-fn keep_report(prepared: &mut Prepared, report: OwnedFd) -> io::Result<OwnedFd> {
-    let dsts: Vec<i32> = prepared.fds.iter().map(|m| m.dst).collect();
-    let mut report = report;
-    while dsts.contains(&report.as_raw_fd()) {
-        let moved = sys::fcntl_int(
-            report.as_raw_fd(),
-            libc::F_DUPFD_CLOEXEC,
-            report.as_raw_fd().saturating_add(1),
-        )
-        .map_err(|e| io::Error::from_raw_os_error(e.raw()))?;
-        // SAFETY: F_DUPFD_CLOEXEC returned a fresh descriptor that nothing else owns.
-        report = unsafe { OwnedFd::from_raw_fd(moved) };
-    }
-    prepared.reserved.push(report.as_raw_fd());
-    prepared.close_ranges = gaps(dsts.iter().copied().chain([report.as_raw_fd()]));
-    Ok(report)
-}
-
-/// What the child does before the plan.
-struct ChildSetup<'a> {
+/// What every zygote child does before the plan; plain numbers, so a `CLONE_VM` child can read
+/// it.
+#[derive(Clone, Copy)]
+struct Prelude {
     /// The server's socket, which the child must not keep.
     sock: RawFd,
+    /// The caller's working directory, to enter.
     cwd_fd: Option<RawFd>,
+    /// The signals the caller ignores.
     ignored: u64,
-    hooks: &'a [(u32, Vec<u8>)],
+    /// Where the pid and a failure go.
     report: RawFd,
+}
+
+/// What a fork-style child does before the plan: the prelude and the hooks.
+struct ChildSetup<'a> {
+    prelude: Prelude,
+    hooks: &'a [(u32, Vec<u8>)],
 }
 
 /// Writes a failure (and a message, for hooks) into the report pipe and exits 127.
@@ -506,7 +621,7 @@ fn failure(step: ZStep, errno: i32, index: usize) -> Failure {
 /// and enter the caller's working directory.
 ///
 /// Runs in the cloned child: async-signal-safe, no allocation, no locks.
-fn prelude(setup: &ChildSetup<'_>) -> Result<(), Failure> {
+fn prelude(setup: &Prelude) -> Result<(), Failure> {
     // The child's copy of the server's socket would keep the caller from seeing the server's
     // death (end of file) for as long as the child lives, a hook that blocks included.
     let _ = sys::close(setup.sock);
@@ -538,8 +653,8 @@ fn prelude(setup: &ChildSetup<'_>) -> Result<(), Failure> {
 /// This is a fork-style child of a single-threaded process: it has its own copy of the memory
 /// and no lock can be held by anyone else, which is why the hooks may allocate.
 fn child_main(prepared: &mut Prepared, setup: &ChildSetup<'_>, hooks: &[(String, Hook)]) -> ! {
-    let report = setup.report;
-    if let Err(f) = prelude(setup) {
+    let report = setup.prelude.report;
+    if let Err(f) = prelude(&setup.prelude) {
         fail(report, f, b"");
     }
     for (position, (index, data)) in setup.hooks.iter().enumerate() {
