@@ -384,6 +384,8 @@ fn main() {
         }
     }
     println!("{} passed, {failed} failed", checks.len() - failed);
+    // exit() skips destructors: remove the scratch directory first.
+    drop(scratch);
     if failed > 0 {
         std::process::exit(1);
     }
