@@ -59,8 +59,8 @@ pub(crate) enum StdioDefault {
 /// memory with a suspended parent thread while the parent's other threads run on, so the closure
 /// could not allocate, lock, or touch anything a parent thread might hold: almost any Rust code
 /// breaks that rule silently. progeny therefore has no `pre_exec`; every supported setup step is
-/// a method here, executed by raw system calls. For arbitrary child-side code, run it in a
-/// single-threaded spawn server (the zygote pattern), where fork-style setup is safe.
+/// a method here, executed by raw system calls. For arbitrary child-side code, register a hook
+/// with a [`Zygote`](crate::Zygote): a single-threaded spawn server, where fork-style setup is safe.
 ///
 /// # Caveats
 /// Like `posix_spawn` with `environ`, and like std, progeny reads the process environment when it
