@@ -97,6 +97,8 @@ pub struct IndexerConfig {
     /// Worker threads.
     pub threads: u32,
     /// Slices of the corpus; every round runs each method on one slice.
+    /// Many short rounds spread a burst of load from elsewhere over all
+    /// methods instead of one.
     pub rounds: u32,
     /// Unmeasured conversions per method before the first round (the first
     /// documents of the corpus), so that no method pays for a cold cache.
@@ -120,7 +122,7 @@ impl Default for IndexerConfig {
             files: 12_500,
             memory_bytes: 512 << 20,
             threads: default_threads(),
-            rounds: 5,
+            rounds: 20,
             warmup_files: 16,
             converter: None,
         }

@@ -16,10 +16,13 @@ use std::process::{Command, Stdio};
 use common::Scratch;
 use progeny_bench::indexer::corpus::{checksum, extract_text, generate_document};
 use progeny_bench::indexer::plot::indexer_plots;
-use progeny_bench::indexer::report::IndexerReport;
+use progeny_bench::indexer::report::{
+    IndexerConfigRecord, IndexerReport, IndexerResult, RoundFigures, INDEXER_SCHEMA,
+};
 use progeny_bench::indexer::{
     converter_executable, run_indexer_bench, IndexerConfig, IndexerEvent, IndexerObserver, METHODS,
 };
+use progeny_bench::machine::Machine;
 use progeny_bench::method::start_zygote;
 use progeny_bench::Method;
 
@@ -311,6 +314,83 @@ fn the_converter_follows_the_rules(scratch: &Scratch) {
     assert!(String::from_utf8_lossy(&output.stderr).contains("no-such-file"));
 }
 
+/// Rounds of a method, each with the given real seconds and 100 files.
+fn rounds(reals: &[f64]) -> Vec<RoundFigures> {
+    reals
+        .iter()
+        .enumerate()
+        .map(|(round, &real_s)| RoundFigures {
+            round: round as u32,
+            files: 100,
+            real_s,
+            process_user_s: 0.1,
+            process_sys_s: 0.2,
+            children_user_s: 0.3,
+            children_sys_s: 0.4,
+            helper_user_s: 0.0,
+            helper_sys_s: 0.0,
+        })
+        .collect()
+}
+
+fn ratios_and_the_table_from_known_figures() {
+    let report = IndexerReport {
+        schema: INDEXER_SCHEMA.to_owned(),
+        machine: Machine::current(),
+        config: IndexerConfigRecord {
+            methods: vec![
+                "fork".into(),
+                "vfork".into(),
+                "progeny".into(),
+                "std".into(),
+            ],
+            files: 300,
+            corpus_bytes: 300 << 12,
+            text_bytes: 300 << 11,
+            memory_bytes: 1 << 20,
+            threads: 2,
+            rounds: 3,
+            warmup_files: 0,
+            converter: "built-in".into(),
+        },
+        notes: Vec::new(),
+        results: vec![
+            IndexerResult::measured("fork", rounds(&[10.0, 10.0, 10.0]), 0, 0),
+            IndexerResult::measured("vfork", rounds(&[1.0, 1.0, 4.0]), 0, 0),
+            // One slow round (a burst of load elsewhere) among fast ones.
+            IndexerResult::measured("progeny", rounds(&[1.0, 5.0, 2.0]), 0, 0),
+            IndexerResult::failed("std", "std broke".into(), 12, rounds(&[1.0]), 0, 0),
+        ],
+    };
+    let progeny = report.find("progeny").unwrap();
+    assert_eq!(progeny.files, 300);
+    assert_eq!(progeny.real_s, Some(8.0));
+    assert!((progeny.user_s.unwrap() - 1.2).abs() < 1e-9);
+    assert!((progeny.sys_s.unwrap() - 1.8).abs() < 1e-9);
+    assert_eq!(progeny.files_per_s, Some(37.5));
+    assert_eq!(report.ratio("progeny", "fork"), Some(8.0 / 30.0));
+    assert_eq!(report.ratio("progeny", "vfork"), Some(8.0 / 6.0));
+    // Medians of (0.1, 0.5, 0.2) and (1, 5, 0.5).
+    assert_eq!(report.round_ratio("progeny", "fork"), Some(0.2));
+    assert_eq!(report.round_ratio("progeny", "vfork"), Some(1.0));
+    assert_eq!(report.ratio("std", "fork"), None);
+    assert_eq!(report.round_ratio("std", "fork"), None);
+    let table = report.table();
+    assert!(
+        table.contains(
+            "progeny's real time: 0.27 × fork's, 1.33 × vfork's (median of the rounds' \
+             ratios: 0.20 × fork's, 1.00 × vfork's)"
+        ),
+        "{table}"
+    );
+    let std_row = table.lines().find(|l| l.starts_with("std ")).unwrap();
+    assert!(std_row.contains("FAILED"), "{std_row}");
+    assert!(table.contains("FAILED: std failed after 12 documents: std broke"));
+    let progeny_row = table.lines().find(|l| l.starts_with("progeny ")).unwrap();
+    let cells: Vec<&str> = progeny_row.split_whitespace().collect();
+    assert_eq!(cells, ["progeny", "8.00", "1.20", "1.80", "38", "0.27"]);
+}
+
 fn bad_configurations_are_refused() {
     let good = small(&[Method::Progeny]);
     let bad = [
@@ -350,7 +430,7 @@ fn main() {
     // Before anything can start a thread.
     start_zygote().expect("starting the zygote in a single-threaded process");
     let scratch = Scratch::new("indexer");
-    let checks: [(&str, &dyn Fn()); 6] = [
+    let checks: [(&str, &dyn Fn()); 7] = [
         ("every_method_converts_and_checks_every_document", &|| {
             every_method_converts_and_checks_every_document(&scratch)
         }),
@@ -368,6 +448,10 @@ fn main() {
         ("the_converter_follows_the_rules", &|| {
             the_converter_follows_the_rules(&scratch)
         }),
+        (
+            "ratios_and_the_table_from_known_figures",
+            &ratios_and_the_table_from_known_figures,
+        ),
         (
             "bad_configurations_are_refused",
             &bad_configurations_are_refused,

@@ -198,6 +198,35 @@ impl IndexerReport {
         (b > 0.0).then(|| a / b)
     }
 
+    /// The median over rounds of `method`'s real time in a round over
+    /// `other`'s in the same round, when both succeeded in every round: less
+    /// sensitive than [`ratio`](IndexerReport::ratio) to a burst of load
+    /// from elsewhere that hits one method's slice.
+    pub fn round_ratio(&self, method: &str, other: &str) -> Option<f64> {
+        let a = self.find(method).filter(|r| r.ok)?;
+        let b = self.find(other).filter(|r| r.ok)?;
+        if a.rounds.is_empty() || a.rounds.len() != b.rounds.len() {
+            return None;
+        }
+        let mut ratios: Vec<f64> = a
+            .rounds
+            .iter()
+            .zip(&b.rounds)
+            .filter(|(x, y)| x.round == y.round && y.real_s > 0.0)
+            .map(|(x, y)| x.real_s / y.real_s)
+            .collect();
+        if ratios.len() != a.rounds.len() {
+            return None;
+        }
+        ratios.sort_by(f64::total_cmp);
+        let middle = ratios.len() / 2;
+        Some(if ratios.len() % 2 == 1 {
+            ratios[middle]
+        } else {
+            (ratios[middle - 1] + ratios[middle]) / 2.0
+        })
+    }
+
     /// Writes the report as pretty JSON to `path` (through a temporary file
     /// renamed into place, so a reader never sees half a report).
     ///
@@ -317,13 +346,22 @@ impl IndexerReport {
         }
         out.push_str(&table.render());
         let mut ratios = Vec::new();
+        let mut medians = Vec::new();
         for other in ["fork", "vfork"] {
             if let Some(ratio) = self.ratio("progeny", other) {
-                ratios.push(format!("{ratio:.2} × {other}"));
+                ratios.push(format!("{ratio:.2} × {other}'s"));
+            }
+            if let Some(ratio) = self.round_ratio("progeny", other) {
+                medians.push(format!("{ratio:.2} × {other}'s"));
             }
         }
         if !ratios.is_empty() {
-            let _ = writeln!(out, "\nprogeny's real time: {}", ratios.join(", "));
+            let _ = writeln!(
+                out,
+                "\nprogeny's real time: {} (median of the rounds' ratios: {})",
+                ratios.join(", "),
+                medians.join(", ")
+            );
         }
         if !failures.is_empty() {
             let _ = writeln!(out);

@@ -36,11 +36,12 @@ use crate::CliResult;
 /// method converts every document once. The table gives per method real,
 /// user and sys seconds (getrusage of the indexer and of its children, taken
 /// around each slice), documents per second and real time as a multiple of
-/// fork's.
+/// fork's; below it, progeny's real time against fork's and vfork's, over the
+/// whole corpus and as the median of the rounds' ratios.
 ///
-/// With the defaults, on 2 cores with fork costing about 17 ms from a
-/// 512 MiB parent, the run takes about 4 minutes, three of them fork's; the
-/// other methods take a few seconds each. `--memory 0` or fewer --files
+/// With the defaults, on 2 cores where fork from a 512 MiB parent costs
+/// about 17 ms, the run takes 3 to 4 minutes, almost all of it fork's; the
+/// other methods take about 5 seconds each. `--memory 0` or fewer --files
 /// shorten it.
 #[derive(Debug, Args)]
 pub(crate) struct IndexerArgs {
@@ -62,8 +63,9 @@ pub(crate) struct IndexerArgs {
     #[arg(long, value_name = "N")]
     threads: Option<u32>,
 
-    /// Rounds: slices of the corpus, each run by every method in turn.
-    #[arg(long, value_name = "N", default_value_t = 5)]
+    /// Rounds: slices of the corpus, each run by every method in turn (many
+    /// short rounds spread a burst of load from elsewhere over all methods).
+    #[arg(long, value_name = "N", default_value_t = 20)]
     rounds: u32,
 
     /// Unmeasured conversions per method before the first round.
