@@ -294,10 +294,20 @@ fn pump(
         // Nothing to write: closing stdin now gives the child EOF at once.
         _ => None,
     };
+    // Non-blocking reads let `read_to_end` take everything the pipe holds right now, straight
+    // into the output (no bounce buffer to zero and copy), and stop at "would block".
+    for fd in [
+        stdout.as_ref().map(AsRawFd::as_raw_fd),
+        stderr.as_ref().map(AsRawFd::as_raw_fd),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        set_nonblocking(fd)?;
+    }
     let mut stdout = stdout;
     let mut stderr = stderr;
     let mut written = 0;
-    let mut buf = vec![0u8; 64 * 1024];
     while stdin.is_some() || stdout.is_some() || stderr.is_some() {
         let mut fds: [libc::pollfd; 3] = [libc::pollfd {
             fd: -1,
@@ -348,28 +358,32 @@ fn pump(
                 }
             }
         }
-        if fds[1].revents != 0 && drain(&mut stdout, &mut buf, out)? {
+        if fds[1].revents != 0 && drain(&mut stdout, out)? {
             stdout = None;
         }
-        if fds[2].revents != 0 && drain(&mut stderr, &mut buf, err)? {
+        if fds[2].revents != 0 && drain(&mut stderr, err)? {
             stderr = None;
         }
     }
     Ok(())
 }
 
-/// Reads what is available from a readable pipe; `true` at EOF.
-fn drain<R: Read>(pipe: &mut Option<R>, buf: &mut [u8], into: &mut Vec<u8>) -> io::Result<bool> {
+/// Reads what is available from a readable, non-blocking pipe; `true` at EOF.
+fn drain<R: Read>(pipe: &mut Option<R>, into: &mut Vec<u8>) -> io::Result<bool> {
     let Some(p) = pipe.as_mut() else {
         return Ok(true);
     };
-    match p.read(buf) {
-        Ok(0) => Ok(true),
-        Ok(n) => {
-            into.extend_from_slice(&buf[..n]);
+    // `read_to_end` keeps what it read when it stops with an error, "would block" included.
+    match p.read_to_end(into) {
+        Ok(_) => Ok(true),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) =>
+        {
             Ok(false)
         }
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
         Err(e) => Err(e),
     }
 }

@@ -11,6 +11,14 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use support::INSPECT;
 
+/// One test here counts this process's open descriptors, so the tests (which open files) take
+/// turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn child_fds(cmd: &mut Command) -> Vec<(i32, String)> {
     let out = cmd.arg("fds").stdout(Stdio::piped()).output().unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -29,6 +37,7 @@ fn temp_file(dir: &support::TempDir, name: &str) -> (File, String) {
 
 #[test]
 fn maps_a_descriptor_to_any_number() {
+    let _serial = serial();
     let dir = support::TempDir::new("fdmap");
     let (file, path) = temp_file(&dir, "seven");
     let fds = child_fds(Command::new(INSPECT).fd(7, file));
@@ -39,6 +48,7 @@ fn maps_a_descriptor_to_any_number() {
 
 #[test]
 fn swaps_two_descriptors() {
+    let _serial = serial();
     let dir = support::TempDir::new("swap");
     let (a, path_a) = temp_file(&dir, "a");
     let (b, path_b) = temp_file(&dir, "b");
@@ -68,6 +78,7 @@ fn swaps_two_descriptors() {
 
 #[test]
 fn three_to_four_and_four_to_three() {
+    let _serial = serial();
     let dir = support::TempDir::new("34");
     let (x, path_x) = temp_file(&dir, "x");
     let (y, path_y) = temp_file(&dir, "y");
@@ -78,6 +89,7 @@ fn three_to_four_and_four_to_three() {
 
 #[test]
 fn a_descriptor_mapped_to_its_own_number_survives_exec() {
+    let _serial = serial();
     let dir = support::TempDir::new("same");
     let (file, path) = temp_file(&dir, "same");
     let n = file.as_raw_fd();
@@ -87,6 +99,7 @@ fn a_descriptor_mapped_to_its_own_number_survives_exec() {
 
 #[test]
 fn mapping_onto_stdio_overrides_the_stream() {
+    let _serial = serial();
     let dir = support::TempDir::new("over");
     let (file, path) = temp_file(&dir, "in");
     let fds = child_fds(Command::new(INSPECT).stdin(Stdio::null()).fd(0, file));
@@ -95,6 +108,7 @@ fn mapping_onto_stdio_overrides_the_stream() {
 
 #[test]
 fn a_mapped_pipe_carries_data() {
+    let _serial = serial();
     let (mut reader, writer) = std::io::pipe().unwrap();
     let status = Command::new(INSPECT)
         .args(["write-fd", "9", "hello on nine"])
@@ -120,6 +134,7 @@ fn leaky_fd() -> (OwnedFd, String) {
 
 #[test]
 fn other_descriptors_are_closed_by_default() {
+    let _serial = serial();
     let (leak, _) = leaky_fd();
     for backend in BACKENDS {
         let fds = child_fds(Command::new(INSPECT).backend(backend));
@@ -130,6 +145,7 @@ fn other_descriptors_are_closed_by_default() {
 
 #[test]
 fn close_other_fds_false_lets_them_through() {
+    let _serial = serial();
     let (leak, path) = leaky_fd();
     let fds = child_fds(Command::new(INSPECT).close_other_fds(false));
     assert_eq!(
@@ -141,6 +157,7 @@ fn close_other_fds_false_lets_them_through() {
 
 #[test]
 fn kept_descriptors_between_gaps_survive_close_the_rest() {
+    let _serial = serial();
     let dir = support::TempDir::new("gaps");
     let (f5, p5) = temp_file(&dir, "five");
     let (f9, p9) = temp_file(&dir, "nine");
@@ -159,6 +176,7 @@ fn kept_descriptors_between_gaps_survive_close_the_rest() {
 
 #[test]
 fn negative_child_descriptor_is_invalid_input() {
+    let _serial = serial();
     let before = support::open_fds();
     let err = Command::new(INSPECT)
         .fd(-1, File::open("/dev/null").unwrap())
@@ -171,6 +189,7 @@ fn negative_child_descriptor_is_invalid_input() {
 
 #[test]
 fn descriptor_beyond_the_limit_names_the_mapping() {
+    let _serial = serial();
     let file = File::open("/dev/null").unwrap();
     let src = file.as_raw_fd();
     let err = Command::new(INSPECT).fd(1 << 30, file).spawn().unwrap_err();
