@@ -56,5 +56,8 @@ fn main() {
     let status = link
         .status()
         .unwrap_or_else(|e| panic!("cannot run the C compiler for csrc/converter.c: {e}"));
-    assert!(status.success(), "linking csrc/converter.c failed: {status}");
+    assert!(
+        status.success(),
+        "linking csrc/converter.c failed: {status}"
+    );
 }

@@ -273,10 +273,7 @@ pub(crate) fn vfork_execve_stdio(
 ///
 /// # References
 /// - <https://man7.org/linux/man-pages/man3/posix_spawn.3.html>
-pub(crate) fn posix_spawn_stdio(
-    plan: &ExecPlan,
-    stdio: ChildStdio<'_>,
-) -> io::Result<libc::pid_t> {
+pub(crate) fn posix_spawn_stdio(plan: &ExecPlan, stdio: ChildStdio<'_>) -> io::Result<libc::pid_t> {
     let mut actions = std::mem::MaybeUninit::<libc::posix_spawn_file_actions_t>::uninit();
     // SAFETY: init writes a valid, empty file-actions object into `actions`.
     let rc = unsafe { libc::posix_spawn_file_actions_init(actions.as_mut_ptr()) };
@@ -286,9 +283,8 @@ pub(crate) fn posix_spawn_stdio(
     // SAFETY: initialized by posix_spawn_file_actions_init just above.
     let mut actions = unsafe { actions.assume_init() };
     // SAFETY: `actions` is initialized; the descriptors are open for the call.
-    let mut rc = unsafe {
-        libc::posix_spawn_file_actions_adddup2(&mut actions, stdio.stdin.as_raw_fd(), 0)
-    };
+    let mut rc =
+        unsafe { libc::posix_spawn_file_actions_adddup2(&mut actions, stdio.stdin.as_raw_fd(), 0) };
     if rc == 0 {
         // SAFETY: as above.
         rc = unsafe {
