@@ -145,13 +145,13 @@ const STACK_SIZE: usize = 64 * 1024;
 
 /// A stack for `CLONE_VM` children: an anonymous mapping with a `PROT_NONE` guard page below it,
 /// so an overflow faults instead of writing over the parent's memory.
-struct ChildStack {
+pub(crate) struct ChildStack {
     base: *mut u8,
     len: usize,
 }
 
 impl ChildStack {
-    fn new() -> io::Result<ChildStack> {
+    pub(crate) fn new() -> io::Result<ChildStack> {
         let guard = page_size();
         let len = STACK_SIZE + guard;
         // SAFETY: an anonymous private mapping at an address the kernel picks touches no existing
@@ -180,6 +180,12 @@ impl ChildStack {
             base: base as *mut u8,
             len,
         })
+    }
+
+    /// The highest address, where the downward-growing stack starts (page-aligned, so 16-byte
+    /// aligned as the ABI wants at a call).
+    pub(crate) fn top(&self) -> *mut u8 {
+        self.base.wrapping_add(self.len)
     }
 
     /// The usable part: lowest address above the guard page, and its size.
@@ -219,12 +225,12 @@ thread_local! {
 /// A signal handler that ran in the `CLONE_VM` child would run parent code on the child's stack
 /// in shared memory; blocking everything before `clone` means the child starts with everything
 /// blocked, and it unblocks only its own mask right before `execve`.
-struct SignalsBlocked {
+pub(crate) struct SignalsBlocked {
     old: sys::KernelSigset,
 }
 
 impl SignalsBlocked {
-    fn new() -> io::Result<SignalsBlocked> {
+    pub(crate) fn new() -> io::Result<SignalsBlocked> {
         let mut old = 0;
         sys::rt_sigprocmask(libc::SIG_SETMASK, Some(&sys::SIGSET_ALL), Some(&mut old))
             .map_err(|e| io::Error::from_raw_os_error(e.raw()))?;

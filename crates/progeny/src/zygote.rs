@@ -161,7 +161,8 @@ impl ZygoteBuilder {
         }
         let (ours, theirs) = server::seqpacket_pair()?;
         let caller = sys::getpid();
-        let blocked = SignalsBlocked::new()?;
+        // No handler of ours may run in the freshly forked template before it resets them.
+        let blocked = crate::spawn::SignalsBlocked::new()?;
         // SAFETY: the process is single-threaded (checked just above), so the child is a
         // complete copy in which any code may run; it never returns into our frames
         // (`forked_main` ends in exit_group).
@@ -763,25 +764,4 @@ fn thread_count() -> io::Result<usize> {
         )
     })?;
     Ok(tasks.count())
-}
-
-/// Blocks every signal in the calling thread until dropped, so that no handler of ours runs in
-/// the freshly forked template before it resets them.
-struct SignalsBlocked {
-    old: sys::KernelSigset,
-}
-
-impl SignalsBlocked {
-    fn new() -> io::Result<SignalsBlocked> {
-        let mut old = 0;
-        sys::rt_sigprocmask(libc::SIG_SETMASK, Some(&sys::SIGSET_ALL), Some(&mut old))
-            .map_err(|e| io::Error::from_raw_os_error(e.raw()))?;
-        Ok(SignalsBlocked { old })
-    }
-}
-
-impl Drop for SignalsBlocked {
-    fn drop(&mut self) {
-        let _ = sys::rt_sigprocmask(libc::SIG_SETMASK, Some(&self.old), None);
-    }
 }

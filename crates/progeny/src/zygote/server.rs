@@ -24,6 +24,7 @@ use super::wire::{recv, recv_request, send, Writer};
 use super::{Hook, ZStep};
 use crate::error::invalid_input;
 use crate::plan::{gaps, Prepared};
+use crate::spawn::ChildStack;
 
 /// What the caller asks the template for.
 pub(crate) const MAKE_SERVER: u8 = 1;
@@ -245,7 +246,7 @@ fn server_main(sock: OwnedFd, caller: i32, hooks: &[(String, Hook)]) -> i32 {
         std::mem::forget(null);
     }
     let mut flights: Vec<Flight> = Vec::new();
-    let mut stacks: Vec<Stack> = Vec::new();
+    let mut stacks: Vec<ChildStack> = Vec::new();
     loop {
         // Wait for a request or for children in flight to exec (or exit), whichever comes
         // first; a child that is done frees its plan and its stack.
@@ -322,7 +323,7 @@ fn server_main(sock: OwnedFd, caller: i32, hooks: &[(String, Hook)]) -> i32 {
 /// Where the server keeps children in flight: `CLONE_VM` children that have not exec'ed yet, and
 /// the stacks that finished ones gave back.
 struct Room<'a> {
-    stacks: &'a mut Vec<Stack>,
+    stacks: &'a mut Vec<ChildStack>,
     flights: &'a mut Vec<Flight>,
 }
 
@@ -417,59 +418,6 @@ fn keep(prepared: &mut Prepared, fd: OwnedFd) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// A stack for `CLONE_VM` children, with a `PROT_NONE` guard page below it so an overflow
-/// faults instead of writing over the server's memory. Each child in flight has its own; a
-/// child that is done gives it back for the next.
-pub(crate) struct Stack {
-    base: *mut libc::c_void,
-    len: usize,
-}
-
-impl Stack {
-    const SIZE: usize = 64 * 1024;
-    const GUARD: usize = 4096;
-
-    fn new() -> io::Result<Stack> {
-        let len = Stack::SIZE + Stack::GUARD;
-        // SAFETY: an anonymous private mapping at an address the kernel picks touches no existing
-        // memory; the result is checked against MAP_FAILED.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: the first page lies within the mapping just made, which nothing else uses.
-        if unsafe { libc::mprotect(base, Stack::GUARD, libc::PROT_NONE) } != 0 {
-            let err = io::Error::last_os_error();
-            // SAFETY: unmapping the mapping we made and never handed out.
-            unsafe { libc::munmap(base, len) };
-            return Err(err);
-        }
-        Ok(Stack { base, len })
-    }
-
-    /// The highest address, where a downward-growing stack starts (page-aligned).
-    fn top(&self) -> *mut u8 {
-        (self.base as *mut u8).wrapping_add(self.len)
-    }
-}
-
-impl Drop for Stack {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping, dropped only once no child runs on it (a flight gives its
-        // stack back when the child is done).
-        unsafe { libc::munmap(self.base, self.len) };
-    }
-}
-
 /// What a `CLONE_VM` child reads: its plan and its prelude. It lives on the heap, at an address
 /// that does not move, until the child is done.
 struct VmChild {
@@ -486,12 +434,12 @@ struct Flight {
     child: *mut VmChild,
     /// From `Box::into_raw`: the plan's strings, arrays and placements.
     prepared: *mut Prepared,
-    stack: Stack,
+    stack: ChildStack,
 }
 
 impl Flight {
     /// Frees what the child read, now that it is done, and returns its stack.
-    fn land(self) -> Stack {
+    fn land(self) -> ChildStack {
         // SAFETY: both pointers come from Box::into_raw in `clone_vm` and are freed only here,
         // once; the child no longer runs on our memory (its done pipe is closed), and the plan
         // that borrows from `prepared` is freed first.
@@ -519,7 +467,7 @@ fn clone_vm(
 ) -> io::Result<(u32, OwnedFd)> {
     let stack = match room.stacks.pop() {
         Some(stack) => stack,
-        None => Stack::new()?,
+        None => ChildStack::new()?,
     };
     let prepared = Box::into_raw(Box::new(prepared));
     // SAFETY: `prepared` is a live heap allocation that nothing else touches until the flight
