@@ -10,14 +10,15 @@
 //! For each it records the pause the target felt (its heartbeat's longest gap), progeny's own
 //! pause clock, and the time to the finished file. Medians over the rounds.
 
-use std::io::{self, BufRead, BufReader, Write};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use progeny_snapshot::{CoreOptions, Snapshot, SnapshotOptions};
 use serde::{Deserialize, Serialize};
 
+use crate::snapshot::{nanos, Target};
 use crate::table::{Align, Table};
 use crate::units::format_bytes;
 
@@ -79,62 +80,6 @@ impl CoreBenchReport {
     }
 }
 
-struct Target {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Target {
-    fn start(threads: usize, memory_mib: u64, huge_pages: bool) -> io::Result<Target> {
-        let path = progeny_snapshot::targets::path()?;
-        let mut child = Command::new(path)
-            .args(["bench", &threads.to_string(), &memory_mib.to_string()])
-            .args(huge_pages.then_some("huge"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()?;
-        let stdin = child.stdin.take().expect("piped");
-        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-        let mut line = String::new();
-        stdout.read_line(&mut line)?;
-        if !line.starts_with("ready") {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(io::Error::other(format!(
-                "the bench target did not start: {line:?}"
-            )));
-        }
-        Ok(Target {
-            child,
-            stdin,
-            stdout,
-        })
-    }
-
-    fn gap_ns(&mut self) -> io::Result<u64> {
-        self.stdin.write_all(b"gap\n")?;
-        let mut line = String::new();
-        self.stdout.read_line(&mut line)?;
-        line.trim()
-            .strip_prefix("gap_us=")
-            .and_then(|us| us.parse::<u64>().ok())
-            .map(|us| us * 1000)
-            .ok_or_else(|| io::Error::other(format!("unexpected heartbeat reply {line:?}")))
-    }
-}
-
-impl Drop for Target {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn nanos(duration: Duration) -> u64 {
-    duration.as_nanos() as u64
-}
-
 /// Runs the benchmark; `progress` is told what is being measured.
 ///
 /// Fails if a target cannot be started, gcore fails, or a core cannot be written.
@@ -150,7 +95,7 @@ pub fn run_core_bench(
             ..CoreCell::default()
         };
         let mut target = Target::start(config.threads, memory_mib, config.huge_pages)?;
-        let pid = target.child.id() as i32;
+        let pid = target.pid();
         std::thread::sleep(Duration::from_millis(100));
         for round in 0..config.rounds {
             progress(&format!(

@@ -83,15 +83,17 @@ impl SnapshotBenchReport {
     }
 }
 
-/// A running bench target with its heartbeat.
-struct Target {
+/// A running bench target with its heartbeat (shared with the core benchmark).
+pub(crate) struct Target {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
 }
 
 impl Target {
-    fn start(threads: usize, memory_mib: u64, huge_pages: bool) -> io::Result<Target> {
+    /// Starts the target with `threads` threads and `memory_mib` MiB touched (in huge pages if
+    /// asked), and waits until it says it is ready.
+    pub(crate) fn start(threads: usize, memory_mib: u64, huge_pages: bool) -> io::Result<Target> {
         let path = progeny_snapshot::targets::path()?;
         let mut child = Command::new(path)
             .args(["bench", &threads.to_string(), &memory_mib.to_string()])
@@ -117,12 +119,13 @@ impl Target {
         })
     }
 
-    fn pid(&self) -> i32 {
+    /// The target's pid.
+    pub(crate) fn pid(&self) -> i32 {
         self.child.id() as i32
     }
 
     /// The longest heartbeat gap since the previous call, in ns.
-    fn gap_ns(&mut self) -> io::Result<u64> {
+    pub(crate) fn gap_ns(&mut self) -> io::Result<u64> {
         self.stdin.write_all(b"gap\n")?;
         let mut line = String::new();
         self.stdout.read_line(&mut line)?;
@@ -141,7 +144,8 @@ impl Drop for Target {
     }
 }
 
-fn nanos(duration: Duration) -> u64 {
+/// A duration in whole nanoseconds.
+pub(crate) fn nanos(duration: Duration) -> u64 {
     duration.as_nanos() as u64
 }
 
