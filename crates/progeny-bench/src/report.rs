@@ -217,16 +217,7 @@ impl SpawnReport {
     ///
     /// Fails when the file cannot be written.
     pub fn write_json(&self, path: &Path) -> io::Result<()> {
-        let text = serde_json::to_string_pretty(self).map_err(io::Error::other)?;
-        let mut temporary = path.as_os_str().to_owned();
-        temporary.push(".tmp");
-        fs::write(&temporary, text + "\n").map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()))
-        })?;
-        fs::rename(&temporary, path).map_err(|e| {
-            let _ = fs::remove_file(&temporary);
-            io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()))
-        })
+        write_json_atomically(self, path)
     }
 
     /// Reads a report written by [`SpawnReport::write_json`].
@@ -234,15 +225,7 @@ impl SpawnReport {
     /// Fails when the file cannot be read, is not JSON of this layout, or
     /// names another schema.
     pub fn read_json(path: &Path) -> io::Result<SpawnReport> {
-        let text = fs::read_to_string(path).map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot read {}: {e}", path.display()))
-        })?;
-        let report: SpawnReport = serde_json::from_str(&text).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{} is not a spawn benchmark report: {e}", path.display()),
-            )
-        })?;
+        let report: SpawnReport = read_json_file(path, "a spawn benchmark report")?;
         if report.schema != SPAWN_SCHEMA {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -255,4 +238,37 @@ impl SpawnReport {
         }
         Ok(report)
     }
+}
+
+/// Writes `value` as pretty JSON to `path` through a temporary file renamed into place, so a
+/// reader never sees half a report.
+///
+/// Fails when the file cannot be written; the message names the path.
+pub(crate) fn write_json_atomically<T: Serialize>(value: &T, path: &Path) -> io::Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".tmp");
+    fs::write(&temporary, text + "\n")
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display())))?;
+    fs::rename(&temporary, path).map_err(|e| {
+        let _ = fs::remove_file(&temporary);
+        io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()))
+    })
+}
+
+/// Reads JSON of type `T` from `path`; `what` names the expected content in the error.
+///
+/// Fails when the file cannot be read or is not JSON of that layout.
+pub(crate) fn read_json_file<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &str,
+) -> io::Result<T> {
+    let text = fs::read_to_string(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot read {}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is not {what}: {e}", path.display()),
+        )
+    })
 }

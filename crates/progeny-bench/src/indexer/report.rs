@@ -4,7 +4,6 @@
 //! back for tables and plots.
 
 use std::fmt::Write as _;
-use std::fs;
 use std::io;
 use std::path::Path;
 
@@ -232,16 +231,7 @@ impl IndexerReport {
     ///
     /// Fails when the file cannot be written.
     pub fn write_json(&self, path: &Path) -> io::Result<()> {
-        let text = serde_json::to_string_pretty(self).map_err(io::Error::other)?;
-        let mut temporary = path.as_os_str().to_owned();
-        temporary.push(".tmp");
-        fs::write(&temporary, text + "\n").map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()))
-        })?;
-        fs::rename(&temporary, path).map_err(|e| {
-            let _ = fs::remove_file(&temporary);
-            io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()))
-        })
+        crate::report::write_json_atomically(self, path)
     }
 
     /// Reads a report written by [`IndexerReport::write_json`].
@@ -249,15 +239,8 @@ impl IndexerReport {
     /// Fails when the file cannot be read, is not JSON of this layout, or
     /// names another schema.
     pub fn read_json(path: &Path) -> io::Result<IndexerReport> {
-        let text = fs::read_to_string(path).map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot read {}: {e}", path.display()))
-        })?;
-        let report: IndexerReport = serde_json::from_str(&text).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{} is not an indexer benchmark report: {e}", path.display()),
-            )
-        })?;
+        let report: IndexerReport =
+            crate::report::read_json_file(path, "an indexer benchmark report")?;
         if report.schema != INDEXER_SCHEMA {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
