@@ -74,12 +74,11 @@ pub struct SnapshotBenchReport {
 }
 
 impl SnapshotBenchReport {
-    /// Writes the report as pretty JSON.
+    /// Writes the report as pretty JSON (through a temporary file renamed into place).
     ///
     /// Fails when the file cannot be written.
     pub fn write_json(&self, path: &Path) -> io::Result<()> {
-        let text = serde_json::to_string_pretty(self).map_err(io::Error::other)?;
-        std::fs::write(path, text)
+        crate::report::write_json_atomically(self, path)
     }
 }
 
