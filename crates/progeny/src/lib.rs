@@ -24,10 +24,11 @@
 //! 1. The parent validates the command (a NUL byte is `InvalidInput` before any process exists),
 //!    makes the pipes (all close-on-exec), and freezes argv, envp, the `PATH` candidates and the
 //!    descriptor moves into a plan.
-//! 2. It blocks every signal, and clones. The child resets caught signals to their defaults
-//!    (`CLONE_CLEAR_SIGHAND`) and `SIGPIPE` too, places the descriptors (swaps included), closes
-//!    every other descriptor with `close_range`, sets ids, directory and process group, sets its
-//!    own signal mask, and execs.
+//! 2. It clones (blocking every signal around the clone when the plan needs it). The child
+//!    starts with caught signals at their defaults (`CLONE_CLEAR_SIGHAND`) and resets `SIGPIPE`
+//!    too, places the descriptors (swaps included), marks every other descriptor close-on-exec
+//!    with `close_range`, sets ids, directory and process group, sets its own signal mask, and
+//!    execs.
 //! 3. A failure in the child is written as `{step, errno}` into the parent's memory; the parent
 //!    reaps the failed child and returns a [`SpawnError`] naming the step, inside an `io::Error`.
 //!

@@ -94,6 +94,81 @@ fn child_gets_default_dispositions_and_an_empty_mask() {
     assert_eq!(mask(&after, "SigCgt:"), mask(&parent, "SigCgt:"));
 }
 
+/// Set by the `SIGWINCH` handler when it runs in any process but the test's own.
+static HANDLER_RAN_ELSEWHERE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+static TEST_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn on_winch(_: libc::c_int) {
+    // SAFETY: getpid is async-signal-safe and has no preconditions.
+    if unsafe { libc::getpid() } != TEST_PID.load(std::sync::atomic::Ordering::Relaxed) {
+        HANDLER_RAN_ELSEWHERE.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The plain clone3 spawn does not block signals around the clone, because `CLONE_CLEAR_SIGHAND` takes
+/// the parent's handlers away from the child as the kernel creates it. A handler that ran in the
+/// `CLONE_VM` child would write to the parent's memory: here the parent catches `SIGWINCH` and
+/// another thread sends `SIGWINCH` without pause to a process group that every child joins
+/// before it execs. The handler must never run in a child (it would set the flag in the shared
+/// memory), and every child must run to its normal end.
+#[test]
+fn a_signal_storm_never_runs_a_parent_handler_in_the_child() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // SAFETY: getpid has no preconditions.
+    TEST_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    // SAFETY: installing a handler that only calls getpid and stores to an atomic.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = on_winch as *const () as usize;
+        assert_eq!(
+            libc::sigaction(libc::SIGWINCH, &act, std::ptr::null_mut()),
+            0
+        );
+    }
+    // The group's leader: a sleeper in a group of its own.
+    let mut leader = Command::new("sleep")
+        .arg("60")
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let group = leader.id() as i32;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let storm = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut sent = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // SAFETY: kill with a negative pid signals that process group; no memory involved.
+                unsafe { libc::kill(-group, libc::SIGWINCH) };
+                sent += 1;
+            }
+            sent
+        })
+    };
+    // Clone3 skips the blocking; Clone (no CLONE_CLEAR_SIGHAND) must block and reset by hand.
+    for backend in [Backend::Clone3, Backend::Clone] {
+        for _ in 0..200 {
+            let status = Command::new("true")
+                .process_group(group)
+                .backend(backend)
+                .status()
+                .unwrap();
+            assert!(status.success(), "{backend:?}: {status}");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let sent = storm.join().unwrap();
+    assert!(sent > 0);
+    assert!(
+        !HANDLER_RAN_ELSEWHERE.load(Ordering::Relaxed),
+        "the parent's handler ran in a child"
+    );
+    leader.kill().unwrap();
+    leader.wait().unwrap();
+}
+
 #[test]
 fn signal_mask_sets_the_childs_initial_mask() {
     for backend in [Backend::Clone3, Backend::Fork, Backend::PosixSpawn] {
