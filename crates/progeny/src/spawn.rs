@@ -752,7 +752,13 @@ fn spawn_posix(prepared: &mut Prepared) -> io::Result<(u32, Option<OwnedFd>, Spa
             ))
         }
     };
-    let mut actions = FileActions::new()?;
+    // SAFETY: glibc's init and destroy for file actions.
+    let mut actions: FileActions = unsafe {
+        PosixSpawnObject::new(
+            libc::posix_spawn_file_actions_init,
+            libc::posix_spawn_file_actions_destroy,
+        )
+    }?;
     for m in &prepared.fds {
         posix_check(
             // SAFETY: `actions` is initialised; dup2 actions take plain integers.
@@ -775,7 +781,10 @@ fn spawn_posix(prepared: &mut Prepared) -> io::Result<(u32, Option<OwnedFd>, Spa
             },
         )?;
     }
-    let mut attr = SpawnAttr::new()?;
+    // SAFETY: glibc's init and destroy for spawn attributes.
+    let mut attr: SpawnAttr = unsafe {
+        PosixSpawnObject::new(libc::posix_spawnattr_init, libc::posix_spawnattr_destroy)
+    }?;
     let mut flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
     if let Some(pgroup) = prepared.pgroup {
         flags |= libc::POSIX_SPAWN_SETPGROUP;
@@ -844,52 +853,36 @@ fn posix_check(ret: c_int) -> io::Result<()> {
     }
 }
 
-struct FileActions(libc::posix_spawn_file_actions_t);
+/// A posix_spawn object of glibc's (file actions or attributes): initialised by its `init`,
+/// handed out as `.0`, and destroyed by its `destroy` when dropped.
+struct PosixSpawnObject<T>(T, unsafe extern "C" fn(*mut T) -> c_int);
 
-impl FileActions {
-    fn new() -> io::Result<FileActions> {
-        // SAFETY: an all-zero value is a valid place for init to write into.
-        let mut actions = FileActions(unsafe { std::mem::zeroed() });
-        // SAFETY: init writes the structure it is given.
-        let ret = unsafe { libc::posix_spawn_file_actions_init(&mut actions.0) };
-        if ret != 0 {
-            // Do not run Drop on an uninitialised structure.
-            std::mem::forget(actions);
-            return Err(io::Error::from_raw_os_error(ret));
-        }
-        Ok(actions)
+impl<T> PosixSpawnObject<T> {
+    /// # Safety
+    /// `init` must fully initialise the object it is given, or fail, and `destroy` must be its
+    /// counterpart (`posix_spawn_file_actions_init`/`_destroy`, `posix_spawnattr_init`/`_destroy`).
+    unsafe fn new(
+        init: unsafe extern "C" fn(*mut T) -> c_int,
+        destroy: unsafe extern "C" fn(*mut T) -> c_int,
+    ) -> io::Result<PosixSpawnObject<T>> {
+        let mut value = std::mem::MaybeUninit::<T>::uninit();
+        // SAFETY: init writes the object it is given (the caller's promise).
+        posix_check(unsafe { init(value.as_mut_ptr()) })?;
+        // SAFETY: init succeeded, so the object is initialised; glibc's objects may be moved (they
+        // hold pointers to heap data, never to themselves).
+        Ok(PosixSpawnObject(unsafe { value.assume_init() }, destroy))
     }
 }
 
-impl Drop for FileActions {
+impl<T> Drop for PosixSpawnObject<T> {
     fn drop(&mut self) {
-        // SAFETY: initialised in `new`.
-        unsafe { libc::posix_spawn_file_actions_destroy(&mut self.0) };
+        // SAFETY: initialised in `new`, destroyed once, by the counterpart of its init.
+        unsafe { (self.1)(&mut self.0) };
     }
 }
 
-struct SpawnAttr(libc::posix_spawnattr_t);
-
-impl SpawnAttr {
-    fn new() -> io::Result<SpawnAttr> {
-        // SAFETY: an all-zero value is a valid place for init to write into.
-        let mut attr = SpawnAttr(unsafe { std::mem::zeroed() });
-        // SAFETY: init writes the structure it is given.
-        let ret = unsafe { libc::posix_spawnattr_init(&mut attr.0) };
-        if ret != 0 {
-            std::mem::forget(attr);
-            return Err(io::Error::from_raw_os_error(ret));
-        }
-        Ok(attr)
-    }
-}
-
-impl Drop for SpawnAttr {
-    fn drop(&mut self) {
-        // SAFETY: initialised in `new`.
-        unsafe { libc::posix_spawnattr_destroy(&mut self.0) };
-    }
-}
+type FileActions = PosixSpawnObject<libc::posix_spawn_file_actions_t>;
+type SpawnAttr = PosixSpawnObject<libc::posix_spawnattr_t>;
 
 /// A libc `sigset_t` with the signals of a kernel mask.
 fn sigset(mask: u64) -> libc::sigset_t {
