@@ -1,5 +1,5 @@
 /*
- * The two spawn methods of `progeny bench spawn` that Rust cannot express:
+ * The two spawn methods of `progeny bench` that Rust cannot express:
  *
  *  - vfork(2) + execve(2): the child runs on the parent's own stack until it
  *    execs, so the function that calls vfork must be compiled knowing that it
@@ -23,36 +23,23 @@
  * the parent sees a failed run instead of a fast one. */
 #define PROGENY_BENCH_EXEC_FAILED 127
 
+/*
+ * vfork(2) + execve(2). The child's stdout becomes stdout_fd and, unless
+ * stdin_fd is -1, its stdin becomes stdin_fd (the indexer's pipe ends, which
+ * the caller keeps above 2 so that neither dup2 can overwrite the other's
+ * source).
+ */
 pid_t progeny_bench_vfork_execve(const char *path, char *const argv[],
-                                 char *const envp[], int stdout_fd)
+                                 char *const envp[], int stdin_fd,
+                                 int stdout_fd)
 {
     pid_t pid = vfork();
     if (pid == 0) {
         /* Child, borrowing the parent's memory and stack: only raw system
          * calls until execve, no return from this function. The raw calls
          * leave the shared errno alone. */
-        if (syscall(SYS_dup2, stdout_fd, 1) < 0)
-            syscall(SYS_exit_group, PROGENY_BENCH_EXEC_FAILED);
-        syscall(SYS_execve, path, argv, envp);
-        syscall(SYS_exit_group, PROGENY_BENCH_EXEC_FAILED);
-    }
-    return pid;
-}
-
-/*
- * vfork(2) + execve(2) for `progeny bench indexer`: the child's stdin and
- * stdout become the given descriptors (the caller's pipe ends, which it keeps
- * above 2 so that neither dup2 can overwrite the other's source). Same
- * contract as above: the child's pid, or -1 with errno set; the child exits
- * with 127 when its housekeeping or execve fails.
- */
-pid_t progeny_bench_vfork_execve_stdio(const char *path, char *const argv[],
-                                       char *const envp[], int stdin_fd,
-                                       int stdout_fd)
-{
-    pid_t pid = vfork();
-    if (pid == 0) {
-        if (syscall(SYS_dup2, stdin_fd, 0) < 0 || syscall(SYS_dup2, stdout_fd, 1) < 0)
+        if ((stdin_fd >= 0 && syscall(SYS_dup2, stdin_fd, 0) < 0) ||
+            syscall(SYS_dup2, stdout_fd, 1) < 0)
             syscall(SYS_exit_group, PROGENY_BENCH_EXEC_FAILED);
         syscall(SYS_execve, path, argv, envp);
         syscall(SYS_exit_group, PROGENY_BENCH_EXEC_FAILED);

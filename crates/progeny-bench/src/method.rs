@@ -296,10 +296,14 @@ impl Spawner {
                     .write(true)
                     .open("/dev/null")
                     .map_err(|e| spawn_failed("open /dev/null for", program, e))?;
+                let stdio = raw::ChildStdio {
+                    stdin: None,
+                    stdout: dev_null.as_fd(),
+                };
                 let spawned = match self.method {
-                    Method::Fork => raw::fork_execve(plan, dev_null.as_fd()),
-                    Method::Vfork => raw::vfork_execve(plan, dev_null.as_fd()),
-                    _ => raw::posix_spawn(plan, dev_null.as_fd()),
+                    Method::Fork => raw::fork_execve(plan, stdio),
+                    Method::Vfork => raw::vfork_execve(plan, stdio),
+                    _ => raw::posix_spawn(plan, stdio),
                 };
                 // The parent's copy closes before the wait, as std's does.
                 drop(dev_null);

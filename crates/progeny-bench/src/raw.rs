@@ -17,16 +17,10 @@ extern "C" {
         path: *const c_char,
         argv: *const *const c_char,
         envp: *const *const c_char,
-        stdout_fd: c_int,
-    ) -> libc::pid_t;
-    fn progeny_bench_clone_floor(stack: *mut c_void, stack_size: libc::size_t) -> libc::pid_t;
-    fn progeny_bench_vfork_execve_stdio(
-        path: *const c_char,
-        argv: *const *const c_char,
-        envp: *const *const c_char,
         stdin_fd: c_int,
         stdout_fd: c_int,
     ) -> libc::pid_t;
+    fn progeny_bench_clone_floor(stack: *mut c_void, stack_size: libc::size_t) -> libc::pid_t;
 }
 
 /// Converts a path or argument to a C string; fails (with `InvalidInput`) on
@@ -80,145 +74,42 @@ impl ExecPlan {
     }
 }
 
-/// `fork()` then, in the child, `dup2(stdout, 1)` and `execve`; returns the
-/// child's pid. The child exits with 127 when `dup2` or `execve` fails, which
-/// the caller sees as a failed run.
-///
-/// Fails when `fork` fails (`EAGAIN`, `ENOMEM`).
-///
-/// # References
-/// - <https://man7.org/linux/man-pages/man2/fork.2.html>
-/// - <https://man7.org/linux/man-pages/man2/execve.2.html>
-pub(crate) fn fork_execve(plan: &ExecPlan, stdout: BorrowedFd<'_>) -> io::Result<libc::pid_t> {
-    let stdout_fd = stdout.as_raw_fd();
-    // SAFETY: fork has no memory-safety preconditions. The process may have
-    // other threads (workers, progress display); the child therefore calls
-    // only async-signal-safe functions (dup2, execve, _exit) on data frozen
-    // before the fork, so no lock another thread held can be needed.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // SAFETY: in the forked child; dup2 and _exit are async-signal-safe
-        // and take plain integers.
-        unsafe {
-            if libc::dup2(stdout_fd, 1) < 0 {
-                libc::_exit(127);
-            }
-        }
-        // SAFETY: path, argv and envp are NUL-terminated C strings and
-        // NULL-terminated pointer arrays owned by `plan`, alive for this call
-        // (the child has its own copy of the parent's memory).
-        unsafe {
-            libc::execve(plan.path.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
-            libc::_exit(127);
-        }
-    }
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(pid)
-}
-
-/// `vfork()` then `dup2` + `execve` in the child, written in C
-/// (`csrc/spawn.c`) because the function calling `vfork` must be compiled as
-/// returning twice. Returns the child's pid; the child exits with 127 when its
-/// `dup2` or `execve` fails.
-///
-/// # References
-/// - <https://man7.org/linux/man-pages/man2/vfork.2.html>
-pub(crate) fn vfork_execve(plan: &ExecPlan, stdout: BorrowedFd<'_>) -> io::Result<libc::pid_t> {
-    // SAFETY: the C function reads the NUL-terminated strings and
-    // NULL-terminated arrays owned by `plan`, which outlive the call; its
-    // child only makes raw system calls before execve or exit.
-    let pid = unsafe {
-        progeny_bench_vfork_execve(
-            plan.path.as_ptr(),
-            plan.argv.as_ptr(),
-            plan.envp.as_ptr(),
-            stdout.as_raw_fd(),
-        )
-    };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(pid)
-}
-
-/// glibc's `posix_spawn` with one file action, `dup2(stdout, 1)`, and default
-/// attributes. Returns the child's pid. glibc reports a failed `execve` as the
-/// error of this call.
-///
-/// # References
-/// - <https://man7.org/linux/man-pages/man3/posix_spawn.3.html>
-pub(crate) fn posix_spawn(plan: &ExecPlan, stdout: BorrowedFd<'_>) -> io::Result<libc::pid_t> {
-    let mut actions = std::mem::MaybeUninit::<libc::posix_spawn_file_actions_t>::uninit();
-    // SAFETY: init writes a valid, empty file-actions object into `actions`.
-    let rc = unsafe { libc::posix_spawn_file_actions_init(actions.as_mut_ptr()) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    // SAFETY: initialized by posix_spawn_file_actions_init just above.
-    let mut actions = unsafe { actions.assume_init() };
-    // SAFETY: `actions` is initialized; the descriptor is open for the call.
-    let mut rc =
-        unsafe { libc::posix_spawn_file_actions_adddup2(&mut actions, stdout.as_raw_fd(), 1) };
-    let mut pid: libc::pid_t = 0;
-    if rc == 0 {
-        // SAFETY: path/argv/envp are valid C strings and NULL-terminated
-        // arrays owned by `plan`; `actions` is initialized; a NULL attribute
-        // pointer asks for the defaults.
-        rc = unsafe {
-            libc::posix_spawn(
-                &mut pid,
-                plan.path.as_ptr(),
-                &actions,
-                ptr::null(),
-                plan.argv.as_ptr() as *const *mut c_char,
-                plan.envp.as_ptr() as *const *mut c_char,
-            )
-        };
-    }
-    // SAFETY: `actions` was initialized and is destroyed exactly once.
-    unsafe { libc::posix_spawn_file_actions_destroy(&mut actions) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    Ok(pid)
-}
-
-/// The child's stdin and stdout for the indexer's spawns: descriptors the
+/// What the raw methods place in the child: its stdout, and for the indexer
+/// its stdin too (`bench spawn` leaves stdin inherited). Descriptors the
 /// caller keeps above 2 (so that placing one on 0 cannot overwrite the other
 /// before it is placed on 1) and close-on-exec (so that children of other
 /// threads, spawned meanwhile, do not inherit them; `dup2` clears the flag on
 /// the copies the child keeps).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ChildStdio<'a> {
-    /// Becomes the child's descriptor 0.
-    pub(crate) stdin: BorrowedFd<'a>,
+    /// Becomes the child's descriptor 0; `None` leaves it inherited.
+    pub(crate) stdin: Option<BorrowedFd<'a>>,
     /// Becomes the child's descriptor 1.
     pub(crate) stdout: BorrowedFd<'a>,
 }
 
-/// `fork()` then, in the child, `dup2` of stdin and stdout and `execve`;
-/// returns the child's pid. The child exits with 127 when a `dup2` or the
-/// `execve` fails.
+/// `fork()` then, in the child, the `dup2`s of `stdio` and `execve`; returns
+/// the child's pid. The child exits with 127 when a `dup2` or the `execve`
+/// fails, which the caller sees as a failed run.
 ///
 /// Fails when `fork` fails (`EAGAIN`, `ENOMEM`).
 ///
 /// # References
 /// - <https://man7.org/linux/man-pages/man2/fork.2.html>
-pub(crate) fn fork_execve_stdio(plan: &ExecPlan, stdio: ChildStdio<'_>) -> io::Result<libc::pid_t> {
-    let stdin_fd = stdio.stdin.as_raw_fd();
+/// - <https://man7.org/linux/man-pages/man2/execve.2.html>
+pub(crate) fn fork_execve(plan: &ExecPlan, stdio: ChildStdio<'_>) -> io::Result<libc::pid_t> {
+    let stdin_fd = stdio.stdin.map_or(-1, |fd| fd.as_raw_fd());
     let stdout_fd = stdio.stdout.as_raw_fd();
-    // SAFETY: fork has no memory-safety preconditions. Other threads (the
-    // other workers) may hold locks; the child therefore calls only
-    // async-signal-safe functions (dup2, execve, _exit) on data frozen before
-    // the fork.
+    // SAFETY: fork has no memory-safety preconditions. The process may have
+    // other threads (workers, progress display) holding locks; the child
+    // therefore calls only async-signal-safe functions (dup2, execve, _exit)
+    // on data frozen before the fork.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         // SAFETY: in the forked child; dup2 and _exit are async-signal-safe
         // and take plain integers.
         unsafe {
-            if libc::dup2(stdin_fd, 0) < 0 || libc::dup2(stdout_fd, 1) < 0 {
+            if (stdin_fd >= 0 && libc::dup2(stdin_fd, 0) < 0) || libc::dup2(stdout_fd, 1) < 0 {
                 libc::_exit(127);
             }
         }
@@ -236,28 +127,25 @@ pub(crate) fn fork_execve_stdio(plan: &ExecPlan, stdio: ChildStdio<'_>) -> io::R
     Ok(pid)
 }
 
-/// `vfork()` then `dup2` of stdin and stdout and `execve` in the child,
-/// written in C (`csrc/spawn.c`) for the reason given at [`vfork_execve`].
-/// Returns the child's pid; the child exits with 127 when a `dup2` or the
-/// `execve` fails.
+/// `vfork()` then the `dup2`s of `stdio` and `execve` in the child, written
+/// in C (`csrc/spawn.c`) because the function calling `vfork` must be
+/// compiled as returning twice. Returns the child's pid; the child exits with
+/// 127 when a `dup2` or the `execve` fails.
 ///
 /// Fails when `vfork` fails (`EAGAIN`, `ENOMEM`).
 ///
 /// # References
 /// - <https://man7.org/linux/man-pages/man2/vfork.2.html>
-pub(crate) fn vfork_execve_stdio(
-    plan: &ExecPlan,
-    stdio: ChildStdio<'_>,
-) -> io::Result<libc::pid_t> {
+pub(crate) fn vfork_execve(plan: &ExecPlan, stdio: ChildStdio<'_>) -> io::Result<libc::pid_t> {
     // SAFETY: the C function reads the NUL-terminated strings and
     // NULL-terminated arrays owned by `plan`, which outlive the call; its
     // child only makes raw system calls before execve or exit.
     let pid = unsafe {
-        progeny_bench_vfork_execve_stdio(
+        progeny_bench_vfork_execve(
             plan.path.as_ptr(),
             plan.argv.as_ptr(),
             plan.envp.as_ptr(),
-            stdio.stdin.as_raw_fd(),
+            stdio.stdin.map_or(-1, |fd| fd.as_raw_fd()),
             stdio.stdout.as_raw_fd(),
         )
     };
@@ -267,13 +155,13 @@ pub(crate) fn vfork_execve_stdio(
     Ok(pid)
 }
 
-/// glibc's `posix_spawn` with two file actions, `dup2(stdin, 0)` and
-/// `dup2(stdout, 1)`, and default attributes. Returns the child's pid; glibc
-/// reports a failed `execve` as the error of this call.
+/// glibc's `posix_spawn` with the `dup2`s of `stdio` as file actions and
+/// default attributes. Returns the child's pid; glibc reports a failed
+/// `execve` as the error of this call.
 ///
 /// # References
 /// - <https://man7.org/linux/man-pages/man3/posix_spawn.3.html>
-pub(crate) fn posix_spawn_stdio(plan: &ExecPlan, stdio: ChildStdio<'_>) -> io::Result<libc::pid_t> {
+pub(crate) fn posix_spawn(plan: &ExecPlan, stdio: ChildStdio<'_>) -> io::Result<libc::pid_t> {
     let mut actions = std::mem::MaybeUninit::<libc::posix_spawn_file_actions_t>::uninit();
     // SAFETY: init writes a valid, empty file-actions object into `actions`.
     let rc = unsafe { libc::posix_spawn_file_actions_init(actions.as_mut_ptr()) };
@@ -282,14 +170,15 @@ pub(crate) fn posix_spawn_stdio(plan: &ExecPlan, stdio: ChildStdio<'_>) -> io::R
     }
     // SAFETY: initialized by posix_spawn_file_actions_init just above.
     let mut actions = unsafe { actions.assume_init() };
-    // SAFETY: `actions` is initialized; the descriptors are open for the call.
-    let mut rc =
-        unsafe { libc::posix_spawn_file_actions_adddup2(&mut actions, stdio.stdin.as_raw_fd(), 0) };
-    if rc == 0 {
-        // SAFETY: as above.
-        rc = unsafe {
-            libc::posix_spawn_file_actions_adddup2(&mut actions, stdio.stdout.as_raw_fd(), 1)
-        };
+    let dups = [(stdio.stdin, 0), (Some(stdio.stdout), 1)];
+    let mut rc = 0;
+    for (fd, target) in dups.iter().filter_map(|&(fd, n)| Some((fd?, n))) {
+        // SAFETY: `actions` is initialized; the descriptor is open for the call.
+        rc =
+            unsafe { libc::posix_spawn_file_actions_adddup2(&mut actions, fd.as_raw_fd(), target) };
+        if rc != 0 {
+            break;
+        }
     }
     let mut pid: libc::pid_t = 0;
     if rc == 0 {

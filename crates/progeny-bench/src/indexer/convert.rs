@@ -117,13 +117,13 @@ impl Runner {
                 let stdin_r = above_stdio(stdin_r.into()).map_err(|e| failed("dup", e))?;
                 let stdout_w = above_stdio(stdout_w.into()).map_err(|e| failed("dup", e))?;
                 let stdio = ChildStdio {
-                    stdin: stdin_r.as_fd(),
+                    stdin: Some(stdin_r.as_fd()),
                     stdout: stdout_w.as_fd(),
                 };
                 let spawned = match method {
-                    Method::Fork => raw::fork_execve_stdio(plan, stdio),
-                    Method::Vfork => raw::vfork_execve_stdio(plan, stdio),
-                    _ => raw::posix_spawn_stdio(plan, stdio),
+                    Method::Fork => raw::fork_execve(plan, stdio),
+                    Method::Vfork => raw::vfork_execve(plan, stdio),
+                    _ => raw::posix_spawn(plan, stdio),
                 };
                 // The child's ends close in the parent at once, or the parent
                 // would never see EOF on stdout.
