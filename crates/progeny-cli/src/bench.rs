@@ -221,52 +221,97 @@ fn run_spawn(args: SpawnArgs) -> CliResult {
     let config = args.config()?;
     config.validate()?;
     // Where the results go is checked before a minute is spent measuring.
-    if let Some(path) = &args.json {
-        check_output_file(path).map_err(|e| option_error("--json", e))?;
-    }
-    if let Some(dir) = &args.plot {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| option_error("--plot", format!("cannot create {}: {e}", dir.display())))?;
-    }
+    check_outputs(args.json.as_deref(), args.plot.as_deref())?;
     // The zygote must be forked while this process is single-threaded: now,
     // before the progress bar and the harness start threads.
     if config.methods.contains(&Method::ProgenyZygote) {
         progeny_bench::method::start_zygote()
             .map_err(|e| option_error("--methods progeny-zygote", e))?;
     }
-    let target = if args.quiet {
+    let bar = progress_bar(
+        args.quiet,
+        "{bar:32.cyan/blue} {percent:>3}% {elapsed:>4} {wide_msg}",
+    )?;
+    let mut display = ProgressDisplay { bar, step: 0 };
+    let report = progeny_bench::run_spawn_bench(&config, &mut display);
+    display.bar.finish_and_clear();
+    publish(report?, args.json.as_deref(), args.plot.as_deref())
+}
+
+/// A benchmark report as the CLI hands it out: a table, a JSON file, plots.
+trait Publish: Sized {
+    fn table(&self) -> String;
+    fn write_json(&self, path: &Path) -> io::Result<()>;
+    fn read_json(path: &Path) -> io::Result<Self>;
+    fn plots(&self, dir: &Path) -> io::Result<Vec<PathBuf>>;
+}
+
+impl Publish for SpawnReport {
+    fn table(&self) -> String {
+        table::spawn_tables(self)
+    }
+    fn write_json(&self, path: &Path) -> io::Result<()> {
+        SpawnReport::write_json(self, path)
+    }
+    fn read_json(path: &Path) -> io::Result<Self> {
+        SpawnReport::read_json(path)
+    }
+    fn plots(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        plot::spawn_plots(self, dir)
+    }
+}
+
+/// Prints the report's table, writes it to `json` if given, and draws its plots into `plot` if
+/// given: from the file just written when there is one, so that the plots show exactly what
+/// the JSON holds.
+fn publish<R: Publish>(report: R, json: Option<&Path>, plot: Option<&Path>) -> CliResult {
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(report.table().as_bytes())?;
+    stdout.flush()?;
+    let plotted_from = match json {
+        Some(path) => {
+            report.write_json(path)?;
+            writeln!(stdout, "wrote {}", path.display())?;
+            R::read_json(path)?
+        }
+        None => report,
+    };
+    if let Some(dir) = plot {
+        for path in plotted_from.plots(dir)? {
+            writeln!(stdout, "wrote {}", path.display())?;
+        }
+    }
+    Ok(())
+}
+
+/// The progress bar of a long run, on stderr (hidden with --quiet, or when stderr is not a
+/// terminal).
+fn progress_bar(
+    quiet: bool,
+    template: &str,
+) -> Result<ProgressBar, Box<dyn std::error::Error + Send + Sync>> {
+    let target = if quiet {
         ProgressDrawTarget::hidden()
     } else {
         ProgressDrawTarget::stderr()
     };
     let bar = ProgressBar::with_draw_target(Some(0), target);
     bar.set_style(
-        ProgressStyle::with_template("{bar:32.cyan/blue} {percent:>3}% {elapsed:>4} {wide_msg}")
+        ProgressStyle::with_template(template)
             .map_err(|e| option_error("progress bar", e))?
             .progress_chars("=> "),
     );
-    let mut display = ProgressDisplay { bar, step: 0 };
-    let report = progeny_bench::run_spawn_bench(&config, &mut display);
-    display.bar.finish_and_clear();
-    let report = report?;
+    Ok(bar)
+}
 
-    let mut stdout = io::stdout().lock();
-    stdout.write_all(table::spawn_tables(&report).as_bytes())?;
-    stdout.flush()?;
-
-    let plotted_from = if let Some(path) = &args.json {
-        report.write_json(path)?;
-        writeln!(stdout, "wrote {}", path.display())?;
-        // Plots are drawn from the file just written, so what they show is
-        // exactly what the JSON holds.
-        SpawnReport::read_json(path)?
-    } else {
-        report
-    };
-    if let Some(dir) = &args.plot {
-        for path in plot::spawn_plots(&plotted_from, dir)? {
-            writeln!(stdout, "wrote {}", path.display())?;
-        }
+/// Checks where the results go (`--json`, `--plot`) before any time is spent measuring.
+fn check_outputs(json: Option<&Path>, plot: Option<&Path>) -> CliResult {
+    if let Some(path) = json {
+        check_output_file(path).map_err(|e| option_error("--json", e))?;
+    }
+    if let Some(dir) = plot {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| option_error("--plot", format!("cannot create {}: {e}", dir.display())))?;
     }
     Ok(())
 }
@@ -305,12 +350,5 @@ fn run_show(args: ShowArgs) -> CliResult {
             Err(_) => return Err(error.into()),
         },
     };
-    let mut stdout = io::stdout().lock();
-    stdout.write_all(table::spawn_tables(&report).as_bytes())?;
-    if let Some(dir) = &args.plot {
-        for path in plot::spawn_plots(&report, dir)? {
-            writeln!(stdout, "wrote {}", path.display())?;
-        }
-    }
-    Ok(())
+    publish(report, None, args.plot.as_deref())
 }

@@ -1,10 +1,10 @@
 //! `progeny bench indexer`: the Recoll-style indexer workload.
 
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use progeny_bench::indexer::plot::indexer_plots;
 use progeny_bench::indexer::report::IndexerReport;
 use progeny_bench::indexer::{
@@ -14,7 +14,7 @@ use progeny_bench::indexer::{
 use progeny_bench::method::Method;
 use progeny_bench::units::{parse_list, parse_size};
 
-use super::{check_output_file, option_error};
+use super::{check_outputs, option_error, progress_bar, publish, Publish};
 use crate::CliResult;
 
 /// Index thousands of small documents through a converter, one process per
@@ -156,47 +156,30 @@ pub(crate) fn run(args: IndexerArgs) -> CliResult {
     }
     config.validate()?;
     // Where the results go is checked before minutes are spent measuring.
-    if let Some(path) = &args.json {
-        check_output_file(path).map_err(|e| option_error("--json", e))?;
-    }
-    if let Some(dir) = &args.plot {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| option_error("--plot", format!("cannot create {}: {e}", dir.display())))?;
-    }
-    let target = if args.quiet {
-        ProgressDrawTarget::hidden()
-    } else {
-        ProgressDrawTarget::stderr()
-    };
-    let bar = ProgressBar::with_draw_target(Some(0), target);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:32.cyan/blue} {pos:>6}/{len:6} {elapsed:>4} {wide_msg}")
-            .map_err(|e| option_error("progress bar", e))?
-            .progress_chars("=> "),
-    );
+    check_outputs(args.json.as_deref(), args.plot.as_deref())?;
+    let bar = progress_bar(
+        args.quiet,
+        "{bar:32.cyan/blue} {pos:>6}/{len:6} {elapsed:>4} {wide_msg}",
+    )?;
     let mut display = ProgressDisplay { bar };
     let report = run_indexer_bench(&config, &mut display);
     display.bar.finish_and_clear();
-    let report = report?;
+    publish(report?, args.json.as_deref(), args.plot.as_deref())
+}
 
-    let mut stdout = io::stdout().lock();
-    stdout.write_all(report.table().as_bytes())?;
-    stdout.flush()?;
-    let plotted_from = if let Some(path) = &args.json {
-        report.write_json(path)?;
-        writeln!(stdout, "wrote {}", path.display())?;
-        // The plot is drawn from the file just written, so it shows exactly
-        // what the JSON holds.
-        IndexerReport::read_json(path)?
-    } else {
-        report
-    };
-    if let Some(dir) = &args.plot {
-        for path in indexer_plots(&plotted_from, dir)? {
-            writeln!(stdout, "wrote {}", path.display())?;
-        }
+impl Publish for IndexerReport {
+    fn table(&self) -> String {
+        IndexerReport::table(self)
     }
-    Ok(())
+    fn write_json(&self, path: &Path) -> io::Result<()> {
+        IndexerReport::write_json(self, path)
+    }
+    fn read_json(path: &Path) -> io::Result<Self> {
+        IndexerReport::read_json(path)
+    }
+    fn plots(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        indexer_plots(self, dir)
+    }
 }
 
 /// Prints the table of a saved indexer report and redraws its plot into
@@ -205,13 +188,5 @@ pub(crate) fn run(args: IndexerArgs) -> CliResult {
 /// Fails when the file is not an indexer report or the plot cannot be
 /// written.
 pub(crate) fn show(path: &Path, plot: Option<&Path>) -> CliResult {
-    let report = IndexerReport::read_json(path)?;
-    let mut stdout = io::stdout().lock();
-    stdout.write_all(report.table().as_bytes())?;
-    if let Some(dir) = plot {
-        for path in indexer_plots(&report, dir)? {
-            writeln!(stdout, "wrote {}", path.display())?;
-        }
-    }
-    Ok(())
+    publish(IndexerReport::read_json(path)?, None, plot)
 }
