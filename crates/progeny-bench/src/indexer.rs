@@ -59,9 +59,10 @@ pub fn converter_executable() -> &'static [u8] {
 }
 
 /// The methods the indexer runs, in table order (the seed table's first).
-pub const METHODS: [Method; 6] = [
+pub const METHODS: [Method; 7] = [
     Method::Fork,
     Method::Vfork,
+    Method::VforkPidfd,
     Method::PosixSpawn,
     Method::Std,
     Method::Progeny,

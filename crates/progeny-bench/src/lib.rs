@@ -1,7 +1,7 @@
 //! The head-to-head spawn benchmark behind `progeny bench spawn`.
 //!
 //! It compares the ways to start a process on Linux ([`Method`]): progeny
-//! itself, `std::process::Command`, `fork`+`execve`, `vfork`+`execve`, glibc
+//! itself, `std::process::Command`, `fork`+`execve`, `vfork`+`execve` (also with a pidfd), glibc
 //! `posix_spawn`, the floor of process creation (`clone(CLONE_VM|CLONE_VFORK)`
 //! without exec), and external peers (Python, Go). Each spawns a [`Target`]
 //! (`/bin/true`, or a static no-op that is the floor of exec), waits for it,

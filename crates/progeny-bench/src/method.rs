@@ -38,6 +38,10 @@ pub enum Method {
     Fork,
     /// `vfork()` + `execve()`, in C: shares memory and stack with the parent.
     Vfork,
+    /// `vfork()` + `execve()` as [`Method::Vfork`], plus a pidfd for the child
+    /// (`pidfd_open`), closed after the wait: what the race-free handle that
+    /// progeny's `Child` is built on costs by itself.
+    VforkPidfd,
     /// glibc `posix_spawn()` (`clone(CLONE_VM|CLONE_VFORK)` inside glibc).
     PosixSpawn,
     /// `clone(CLONE_VM|CLONE_VFORK)` whose child exits at once without exec:
@@ -53,13 +57,14 @@ pub enum Method {
 
 impl Method {
     /// Every method, in the order tables list them.
-    pub const ALL: [Method; 11] = [
+    pub const ALL: [Method; 12] = [
         Method::Progeny,
         Method::ProgenyClone,
         Method::ProgenyZygote,
         Method::Std,
         Method::Fork,
         Method::Vfork,
+        Method::VforkPidfd,
         Method::PosixSpawn,
         Method::CloneFloor,
         Method::PythonPopen,
@@ -76,6 +81,7 @@ impl Method {
             Method::Std => "std",
             Method::Fork => "fork",
             Method::Vfork => "vfork",
+            Method::VforkPidfd => "vfork-pidfd",
             Method::PosixSpawn => "posix_spawn",
             Method::CloneFloor => "clone-floor",
             Method::PythonPopen => "python-popen",
@@ -93,6 +99,9 @@ impl Method {
             Method::Std => "std::process::Command spawn + wait",
             Method::Fork => "fork + execve + waitpid",
             Method::Vfork => "vfork + execve + waitpid (C)",
+            Method::VforkPidfd => {
+                "vfork + execve (C) + pidfd_open + waitpid + close: vfork's cost with a pidfd"
+            }
             Method::PosixSpawn => "glibc posix_spawn + waitpid",
             Method::CloneFloor => "clone(CLONE_VM|CLONE_VFORK), child exits without exec (C)",
             Method::PythonPopen => "Python subprocess.Popen + wait (own process, own clock)",
@@ -233,7 +242,7 @@ impl Spawner {
         let program = target.program.as_os_str().to_owned();
         let args: Vec<&OsStr> = target.args.iter().map(OsString::as_os_str).collect();
         let prepared = match method {
-            Method::Fork | Method::Vfork | Method::PosixSpawn => {
+            Method::Fork | Method::Vfork | Method::VforkPidfd | Method::PosixSpawn => {
                 let env = environment_entries();
                 let env: Vec<&OsStr> = env.iter().map(OsString::as_os_str).collect();
                 Prepared::Raw(raw::ExecPlan::new(&program, &args, &env)?)
@@ -302,15 +311,15 @@ impl Spawner {
                 };
                 let spawned = match self.method {
                     Method::Fork => raw::fork_execve(plan, stdio),
-                    Method::Vfork => raw::vfork_execve(plan, stdio),
+                    Method::Vfork | Method::VforkPidfd => raw::vfork_execve(plan, stdio),
                     _ => raw::posix_spawn(plan, stdio),
                 };
                 // The parent's copy closes before the wait, as std's does.
                 drop(dev_null);
                 let pid = spawned
                     .map_err(|e| spawn_failed(&format!("{} of", self.method), program, e))?;
-                let status =
-                    raw::wait_pid(pid).map_err(|e| spawn_failed("waitpid for", program, e))?;
+                let status = raw::wait_pid_with(pid, self.method == Method::VforkPidfd)
+                    .map_err(|e| spawn_failed("waitpid for", program, e))?;
                 check_status(status, program)
             }
             Prepared::Floor(stack) => {

@@ -5,7 +5,7 @@
 
 use std::ffi::{c_char, c_int, c_void, CString, OsStr};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
@@ -320,6 +320,31 @@ pub(crate) fn clone_floor(stack: &mut FloorStack) -> io::Result<libc::pid_t> {
         return Err(io::Error::last_os_error());
     }
     Ok(pid)
+}
+
+/// [`wait_pid`], with `pidfd`: first a pidfd for the child (`pidfd_open`),
+/// held across the wait and closed after it, as progeny holds one in its
+/// `Child`. The `vfork-pidfd` method thus shows what the pidfd alone costs.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/pidfd_open.2.html>
+pub(crate) fn wait_pid_with(pid: libc::pid_t, pidfd: bool) -> io::Result<ExitStatus> {
+    if !pidfd {
+        return wait_pid(pid);
+    }
+    // SAFETY: pidfd_open takes two integers and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        let error = io::Error::last_os_error();
+        // Still reaped: no zombie is left behind by a failed pidfd_open.
+        wait_pid(pid)?;
+        return Err(io::Error::new(error.kind(), format!("pidfd_open: {error}")));
+    }
+    // SAFETY: pidfd_open returned a fresh descriptor that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as c_int) };
+    let status = wait_pid(pid);
+    drop(pidfd);
+    status
 }
 
 /// `waitpid(pid, 0)`, retried on `EINTR`, for a child this process created.

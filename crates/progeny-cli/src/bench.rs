@@ -74,9 +74,10 @@ pub(crate) fn run(args: BenchArgs) -> CliResult {
 #[derive(Debug, Args)]
 struct SpawnArgs {
     /// Methods to compare, comma-separated, or `all`. Known: progeny,
-    /// progeny-clone, progeny-zygote, std, fork, vfork, posix_spawn, clone-floor (no exec:
-    /// the floor of process creation), python-popen, python-posix_spawn,
-    /// go-exec.
+    /// progeny-clone, progeny-zygote, std, fork, vfork, vfork-pidfd (vfork plus
+    /// a pidfd for the child: what progeny's race-free handle costs alone),
+    /// posix_spawn, clone-floor (no exec: the floor of process creation),
+    /// python-popen, python-posix_spawn, go-exec.
     #[arg(long, value_name = "LIST", default_value = "all")]
     methods: String,
 

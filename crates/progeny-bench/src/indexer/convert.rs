@@ -57,7 +57,7 @@ impl Runner {
     pub(crate) fn new(method: Method, converter: &Path) -> io::Result<Runner> {
         let program = converter.as_os_str();
         let start = match method {
-            Method::Fork | Method::Vfork | Method::PosixSpawn => {
+            Method::Fork | Method::Vfork | Method::VforkPidfd | Method::PosixSpawn => {
                 let env: Vec<OsString> = environment_entries();
                 let env: Vec<&OsStr> = env.iter().map(OsString::as_os_str).collect();
                 Start::Raw(raw::ExecPlan::new(program, &[], &env)?)
@@ -122,7 +122,7 @@ impl Runner {
                 };
                 let spawned = match method {
                     Method::Fork => raw::fork_execve(plan, stdio),
-                    Method::Vfork => raw::vfork_execve(plan, stdio),
+                    Method::Vfork | Method::VforkPidfd => raw::vfork_execve(plan, stdio),
                     _ => raw::posix_spawn(plan, stdio),
                 };
                 // The child's ends close in the parent at once, or the parent
@@ -140,7 +140,8 @@ impl Runner {
                     &mut self.output,
                     &mut self.buffer,
                 );
-                let status = raw::wait_pid(pid).map_err(|e| failed("waitpid", e))?;
+                let status = raw::wait_pid_with(pid, method == Method::VforkPidfd)
+                    .map_err(|e| failed("waitpid", e))?;
                 pumped.map_err(|e| failed("converter pipes", e))?;
                 status
             }

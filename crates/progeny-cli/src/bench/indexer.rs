@@ -46,6 +46,7 @@ use crate::CliResult;
 #[derive(Debug, Args)]
 pub(crate) struct IndexerArgs {
     /// Methods to compare, comma-separated, or `all`: fork, vfork,
+    /// vfork-pidfd (vfork plus a pidfd for the child, as progeny holds one),
     /// posix_spawn, std, progeny, progeny-zygote.
     #[arg(long, value_name = "LIST", default_value = "all")]
     methods: String,
