@@ -433,8 +433,9 @@ fn place_fds(fds: &mut [FdMap], floor: c_int) -> Result<(), Failure> {
 /// that, with one `close` at a time up to the highest descriptor the process may hold.
 ///
 /// Marking is the fast way: closing `3..=u32::MAX` costs about 2 µs on Linux 6.18 even with
-/// nothing open to close, marking about 0.15 µs, and `execve` closes what is marked anyway. The program sees the same table;
-/// only a child whose exec fails still holds them, until it exits a moment later.
+/// nothing open to close, marking about 0.15 µs, and `execve` closes what is marked anyway. The
+/// program sees the same table; only a child whose exec fails still holds them, until it exits
+/// a moment later.
 ///
 /// Runs in the cloned child: async-signal-safe, no allocation, no locks.
 fn close_other_fds(first: u32, last: u32) -> Result<(), Errno> {
@@ -478,10 +479,10 @@ fn close_other_fds(first: u32, last: u32) -> Result<(), Errno> {
 /// Resets caught signals to `SIG_DFL` and `SIGPIPE` to `SIG_DFL`; ignored signals stay ignored.
 ///
 /// A handler inherited from the parent would run parent code on the child's stack in shared
-/// memory; once the program is exec'ed the kernel resets caught signals anyway, but until then
-/// the parent has all signals blocked, which this child inherited, so nothing can run in between.
-/// (With `CLONE_CLEAR_SIGHAND` the kernel has already reset the handlers, and only `SIGPIPE` is
-/// left to do.)
+/// memory; once the program is exec'ed the kernel resets caught signals anyway. With
+/// `CLONE_CLEAR_SIGHAND` the kernel reset them when it created the child, and only `SIGPIPE` is
+/// left to do (`SigpipeOnly`). Without it (`AllCaught`) the parent blocked all signals before
+/// cloning, which this child inherited, so no handler can run before the reset.
 ///
 /// Runs in the cloned child: async-signal-safe, no allocation, no locks.
 fn reset_signals(mode: SignalReset) -> Result<(), Failure> {
