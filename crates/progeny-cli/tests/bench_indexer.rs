@@ -119,14 +119,16 @@ fn a_run_prints_the_table_and_writes_json_and_a_plot() {
         "{stdout}{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    for method in [
+    let methods = [
         "fork",
         "vfork",
+        "vfork-pidfd",
         "posix_spawn",
         "std",
         "progeny",
         "progeny-zygote",
-    ] {
+    ];
+    for method in methods {
         assert!(
             stdout.lines().any(|l| l.starts_with(&format!("{method} "))),
             "{method} missing: {stdout}"
@@ -137,7 +139,7 @@ fn a_run_prints_the_table_and_writes_json_and_a_plot() {
     let text = std::fs::read_to_string(&json).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
     let results = value["results"].as_array().unwrap();
-    assert_eq!(results.len(), 6);
+    assert_eq!(results.len(), methods.len());
     for result in results {
         assert_eq!(result["ok"], true, "{result}");
         assert_eq!(result["files"], 60);
