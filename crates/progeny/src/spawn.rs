@@ -808,29 +808,24 @@ fn spawn_posix(prepared: &mut Prepared) -> io::Result<(u32, Option<OwnedFd>, Spa
     let mut pid: libc::pid_t = 0;
     let program = CString::new(prepared.program.as_encoded_bytes())
         .map_err(|_| crate::error::invalid_input("program contains a NUL byte"))?;
+    // posix_spawnp searches PATH; both take the same arguments.
+    let spawn = if prepared.path_lookup {
+        libc::posix_spawnp
+    } else {
+        libc::posix_spawn
+    };
     // SAFETY: every pointer is a valid NUL-terminated string or NULL-terminated array owned by
     // `prepared`, and `actions`/`attr` are initialised; glibc reports the child's exec error as
     // the return value after the child is gone.
     let ret = unsafe {
-        if prepared.path_lookup {
-            libc::posix_spawnp(
-                &mut pid,
-                program.as_ptr(),
-                &actions.0,
-                &attr.0,
-                prepared.argv.as_ptr() as *const *mut _,
-                prepared.envp.as_ptr() as *const *mut _,
-            )
-        } else {
-            libc::posix_spawn(
-                &mut pid,
-                program.as_ptr(),
-                &actions.0,
-                &attr.0,
-                prepared.argv.as_ptr() as *const *mut _,
-                prepared.envp.as_ptr() as *const *mut _,
-            )
-        }
+        spawn(
+            &mut pid,
+            program.as_ptr(),
+            &actions.0,
+            &attr.0,
+            prepared.argv.as_ptr() as *const *mut _,
+            prepared.envp.as_ptr() as *const *mut _,
+        )
     };
     if ret != 0 {
         return Err(SpawnError::new(
