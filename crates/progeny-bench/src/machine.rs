@@ -72,4 +72,18 @@ impl Machine {
             arch: std::env::consts::ARCH.to_owned(),
         }
     }
+
+    /// The one-line description every benchmark table starts with.
+    pub fn summary(&self) -> String {
+        format!(
+            "machine: {}, {} core{}, {} RAM, Linux {}, glibc {}, transparent huge pages: {}",
+            self.cpu,
+            self.cores,
+            if self.cores == 1 { "" } else { "s" },
+            crate::units::format_bytes(self.memory_bytes),
+            self.kernel,
+            self.glibc.as_deref().unwrap_or("none"),
+            self.transparent_hugepages.as_deref().unwrap_or("unknown"),
+        )
+    }
 }

@@ -205,20 +205,7 @@ pub fn spawn_tables(report: &SpawnReport) -> String {
     let first_threads = threads.first().copied().unwrap_or(1);
     let mut failures = Vec::new();
     let machine = &report.machine;
-    let _ = writeln!(
-        out,
-        "machine: {}, {} core{}, {} RAM, Linux {}, glibc {}, transparent huge pages: {}",
-        machine.cpu,
-        machine.cores,
-        if machine.cores == 1 { "" } else { "s" },
-        format_bytes(machine.memory_bytes),
-        machine.kernel,
-        machine.glibc.as_deref().unwrap_or("none"),
-        machine
-            .transparent_hugepages
-            .as_deref()
-            .unwrap_or("unknown"),
-    );
+    let _ = writeln!(out, "{}", machine.summary());
     let _ = writeln!(out);
     for target in &report.config.targets {
         let _ = writeln!(

@@ -261,20 +261,7 @@ impl IndexerReport {
     pub fn table(&self) -> String {
         let mut out = String::new();
         let machine = &self.machine;
-        let _ = writeln!(
-            out,
-            "machine: {}, {} core{}, {} RAM, Linux {}, glibc {}, transparent huge pages: {}",
-            machine.cpu,
-            machine.cores,
-            if machine.cores == 1 { "" } else { "s" },
-            format_bytes(machine.memory_bytes),
-            machine.kernel,
-            machine.glibc.as_deref().unwrap_or("none"),
-            machine
-                .transparent_hugepages
-                .as_deref()
-                .unwrap_or("unknown"),
-        );
+        let _ = writeln!(out, "{}", machine.summary());
         let config = &self.config;
         let average = config.corpus_bytes / config.files.max(1);
         let _ = writeln!(
