@@ -1,37 +1,8 @@
 //! `progeny bench indexer`: arguments, exit statuses, files written.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn progeny() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_progeny"))
-}
-
-/// A fresh, private directory removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let path = std::env::temp_dir().join(format!(
-            "progeny-cli-test-indexer-{tag}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        Scratch(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
+use common::{assert_one_line_error, progeny, Scratch};
 /// A quick real run: a few documents, a little memory, every method.
 const QUICK: [&str; 10] = [
     "bench",
@@ -45,16 +16,6 @@ const QUICK: [&str; 10] = [
     "--threads",
     "2",
 ];
-
-fn assert_one_line_error(args: &[&str], mentions: &str) {
-    let output = progeny().args(args).output().unwrap();
-    assert_eq!(output.status.code(), Some(2), "{args:?}");
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
-    assert!(stderr.starts_with("progeny: "), "{stderr}");
-    assert!(stderr.contains(mentions), "{args:?}: {stderr}");
-    assert!(output.stdout.is_empty());
-}
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
@@ -75,7 +36,7 @@ fn bad_input_is_one_line_and_exit_2() {
 
 #[test]
 fn an_unwritable_json_path_is_refused_before_measuring() {
-    let scratch = Scratch::new("json");
+    let scratch = Scratch::new("indexer-json");
     let blocker = scratch.path().join("file");
     std::fs::write(&blocker, b"").unwrap();
     let json = blocker.join("report.json");
@@ -106,7 +67,7 @@ fn an_unwritable_json_path_is_refused_before_measuring() {
 
 #[test]
 fn a_run_prints_the_table_and_writes_json_and_a_plot() {
-    let scratch = Scratch::new("run");
+    let scratch = Scratch::new("indexer-run");
     let json = scratch.path().join("out/indexer.json");
     let plots = scratch.path().join("plots");
     let mut args: Vec<&str> = QUICK.to_vec();

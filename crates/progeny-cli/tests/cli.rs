@@ -1,30 +1,9 @@
 //! The `progeny` binary: arguments, exit statuses, files written.
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+mod common;
 
-fn progeny() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_progeny"))
-}
-
-/// A fresh, private directory removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let path =
-            std::env::temp_dir().join(format!("progeny-cli-test-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        Scratch(path)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{assert_one_line_error, progeny, Scratch};
+use std::process::Stdio;
 
 /// The quickest real run: two methods, the no-op target, no memory, one thread.
 const QUICK: [&str; 12] = [
@@ -41,16 +20,6 @@ const QUICK: [&str; 12] = [
     "--budget",
     "0.05",
 ];
-
-fn assert_one_line_error(args: &[&str], mentions: &str) {
-    let output = progeny().args(args).output().unwrap();
-    assert_eq!(output.status.code(), Some(2), "{args:?}");
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
-    assert!(stderr.starts_with("progeny: "), "{stderr}");
-    assert!(stderr.contains(mentions), "{args:?}: {stderr}");
-    assert!(output.stdout.is_empty());
-}
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
@@ -102,8 +71,8 @@ fn help_exits_0_and_a_missing_subcommand_2() {
 fn a_run_prints_tables_and_writes_json_and_plots() {
     let scratch = Scratch::new("run");
     // Directories that do not exist yet are created.
-    let json = scratch.0.join("out/spawn.json");
-    let plots = scratch.0.join("plots");
+    let json = scratch.path().join("out/spawn.json");
+    let plots = scratch.path().join("plots");
     let output = progeny()
         .args(QUICK)
         .arg("--json")
