@@ -13,7 +13,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::Scratch;
+use common::{run_checks, Scratch};
 use progeny_bench::indexer::corpus::{checksum, extract_text, generate_document};
 use progeny_bench::indexer::plot::indexer_plots;
 use progeny_bench::indexer::report::{
@@ -457,17 +457,7 @@ fn main() {
             &bad_configurations_are_refused,
         ),
     ];
-    let mut failed = 0;
-    for (name, check) in checks {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(check)) {
-            Ok(()) => println!("test {name} ... ok"),
-            Err(_) => {
-                println!("test {name} ... FAILED");
-                failed += 1;
-            }
-        }
-    }
-    println!("{} passed, {failed} failed", checks.len() - failed);
+    let failed = run_checks(&checks);
     // exit() skips destructors: remove the scratch directory first.
     drop(scratch);
     if failed > 0 {

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{appending_target, runs, Scratch};
+use common::{appending_target, run_checks, runs, Scratch};
 use progeny_bench::harness::{run_spawn_bench, SpawnBenchConfig};
 use progeny_bench::method::start_zygote;
 use progeny_bench::{Method, Spawner, Target, TargetSpec};
@@ -67,17 +67,9 @@ fn main() {
             &a_missing_target_fails_through_the_zygote,
         ),
     ];
-    let mut failed = 0;
-    for (name, check) in checks {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(check)) {
-            Ok(()) => println!("test {name} ... ok"),
-            Err(_) => {
-                println!("test {name} ... FAILED");
-                failed += 1;
-            }
-        }
-    }
-    println!("{} passed, {failed} failed", checks.len() - failed);
+    let failed = run_checks(&checks);
+    // exit() skips destructors: remove the scratch directory first.
+    drop(scratch);
     if failed > 0 {
         std::process::exit(1);
     }

@@ -62,3 +62,21 @@ pub fn in_process_methods() -> Vec<Method> {
         .filter(|m| !m.is_external() && *m != Method::ProgenyZygote)
         .collect()
 }
+
+/// Runs the checks of a test binary without libtest's harness (one that must start the zygote
+/// while it is single-threaded), printing a libtest-like line per check and a summary. A check
+/// fails by panicking; returns how many failed.
+pub fn run_checks(checks: &[(&str, &dyn Fn())]) -> usize {
+    let mut failed = 0;
+    for (name, check) in checks {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(check)) {
+            Ok(()) => println!("test {name} ... ok"),
+            Err(_) => {
+                println!("test {name} ... FAILED");
+                failed += 1;
+            }
+        }
+    }
+    println!("{} passed, {failed} failed", checks.len() - failed);
+    failed
+}
