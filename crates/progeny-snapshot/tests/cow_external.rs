@@ -1,6 +1,8 @@
 //! The external copy-on-write probe: a forked worker snapshotted from outside by ptrace clone
 //! injection. It forks, so it runs without the test harness's threads (`harness = false`).
 
+mod common;
+
 use progeny_snapshot::cow::{probe, CowOptions};
 
 fn main() {
@@ -11,20 +13,8 @@ fn main() {
         ..CowOptions::default()
     })
     .expect("external probe");
-    assert_eq!(report.baseline.latencies_ns.len(), 2000);
-    assert_eq!(report.with_snapshot.latencies_ns.len(), 2000);
     // Behaviour, not speed: only the run with a live snapshot child takes copy faults.
-    assert!(
-        report.baseline.minor_faults < 100,
-        "{}",
-        report.baseline.minor_faults
-    );
-    assert!(
-        report.with_snapshot.minor_faults >= 2000,
-        "{}",
-        report.with_snapshot.minor_faults
-    );
-    assert_eq!(report.writes_while_child_lived, 2000);
+    common::assert_copy_faults_only_with_a_snapshot(&report, 2000);
 
     // A multi-threaded caller is refused: it could not fork safely.
     let refused = std::thread::spawn(|| {

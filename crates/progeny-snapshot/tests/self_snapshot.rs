@@ -2,6 +2,8 @@
 //! the copy-on-write probe built on it.
 #![allow(unsafe_code)]
 
+mod common;
+
 use progeny_snapshot::cow::{probe, CowOptions};
 use progeny_snapshot::{read_memory, snapshot_me};
 
@@ -87,21 +89,7 @@ fn cow_probe_sees_copy_faults_only_with_a_snapshot() {
         ..CowOptions::default()
     })
     .unwrap();
-    assert_eq!(report.baseline.latencies_ns.len(), 2000);
-    assert_eq!(report.with_snapshot.latencies_ns.len(), 2000);
-    // Behaviour, not speed: without a child the pages are private and present, so writing
-    // them takes no fault; with the child every first write is a copy-on-write fault.
-    assert!(
-        report.baseline.minor_faults < 100,
-        "{}",
-        report.baseline.minor_faults
-    );
-    assert!(
-        report.with_snapshot.minor_faults >= 2000,
-        "{}",
-        report.with_snapshot.minor_faults
-    );
-    assert_eq!(report.writes_while_child_lived, 2000);
+    common::assert_copy_faults_only_with_a_snapshot(&report, 2000);
 }
 
 #[test]

@@ -199,3 +199,25 @@ pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// The copy-on-write probe's behaviour for `writes` writes, not its speed: both runs made every
+/// write; without a child the pages are private and present, so writing them takes (almost) no
+/// fault; with the snapshot child alive every first write is a copy-on-write fault.
+pub fn assert_copy_faults_only_with_a_snapshot(
+    report: &progeny_snapshot::cow::CowReport,
+    writes: usize,
+) {
+    assert_eq!(report.baseline.latencies_ns.len(), writes);
+    assert_eq!(report.with_snapshot.latencies_ns.len(), writes);
+    assert!(
+        report.baseline.minor_faults < 100,
+        "{}",
+        report.baseline.minor_faults
+    );
+    assert!(
+        report.with_snapshot.minor_faults >= writes as u64,
+        "{}",
+        report.with_snapshot.minor_faults
+    );
+    assert_eq!(report.writes_while_child_lived, writes);
+}
