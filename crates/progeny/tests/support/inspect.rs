@@ -31,17 +31,7 @@ fn main() {
             }
         }
         // The signal lines of /proc/self/status: SigBlk, SigIgn, SigCgt as hex masks.
-        Some("signals") => {
-            let status = std::fs::read_to_string("/proc/self/status").unwrap();
-            for line in status.lines() {
-                if line.starts_with("SigBlk:")
-                    || line.starts_with("SigIgn:")
-                    || line.starts_with("SigCgt:")
-                {
-                    writeln!(out, "{line}").unwrap();
-                }
-            }
-        }
+        Some("signals") => status_lines(&mut out, &["SigBlk:", "SigIgn:", "SigCgt:"]),
         Some("env") => {
             for (k, v) in std::env::vars_os() {
                 writeln!(out, "{}={}", k.to_string_lossy(), v.to_string_lossy()).unwrap();
@@ -55,15 +45,7 @@ fn main() {
             }
         }
         Some("ids") => {
-            let status = std::fs::read_to_string("/proc/self/status").unwrap();
-            for line in status.lines() {
-                if line.starts_with("Uid:")
-                    || line.starts_with("Gid:")
-                    || line.starts_with("Groups:")
-                {
-                    writeln!(out, "{line}").unwrap();
-                }
-            }
+            status_lines(&mut out, &["Uid:", "Gid:", "Groups:"]);
             let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
             let after = &stat[stat.rfind(')').unwrap() + 2..];
             let fields: Vec<&str> = after.split(' ').collect();
@@ -234,6 +216,16 @@ fn deny_clone3_with_enosys() {
             &prog as *const libc::sock_fprog,
         );
         assert_eq!(ret, 0, "{}", std::io::Error::last_os_error());
+    }
+}
+
+/// Copies the lines of /proc/self/status that start with one of `keys` to `out`.
+fn status_lines(out: &mut impl Write, keys: &[&str]) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    for line in status.lines() {
+        if keys.iter().any(|key| line.starts_with(key)) {
+            writeln!(out, "{line}").unwrap();
+        }
     }
 }
 
