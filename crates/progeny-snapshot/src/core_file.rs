@@ -105,13 +105,10 @@ struct ProcessInfo {
 
 fn process_info(pid: i32) -> ProcessInfo {
     let mut info = ProcessInfo::default();
-    if let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) {
-        if let Some(rest) = stat.rfind(')').map(|at| &stat[at + 1..]) {
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            info.ppid = fields.get(1).and_then(|v| v.parse().ok()).unwrap_or(0);
-            info.pgrp = fields.get(2).and_then(|v| v.parse().ok()).unwrap_or(0);
-            info.sid = fields.get(3).and_then(|v| v.parse().ok()).unwrap_or(0);
-        }
+    if let Ok(stat) = crate::procfs::read_stat(&format!("/proc/{pid}/stat")) {
+        info.ppid = stat.ppid;
+        info.pgrp = stat.pgrp;
+        info.sid = stat.session;
     }
     if let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) {
         let second = |key: &str| {

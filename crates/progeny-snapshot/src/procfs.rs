@@ -19,6 +19,10 @@ pub(crate) struct Stat {
     pub state: char,
     /// The parent's pid.
     pub ppid: i32,
+    /// The process group.
+    pub pgrp: i32,
+    /// The session.
+    pub session: i32,
     /// The kernel's `PF_*` flags.
     pub flags: u64,
 }
@@ -50,15 +54,25 @@ pub(crate) fn read_stat(path: &str) -> io::Result<Stat> {
         .and_then(|s| s.chars().next())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "stat without state"))?;
     // Fields after the state: ppid pgrp session tty_nr tpgid flags.
-    let ppid = fields
-        .next()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "stat without ppid"))?;
+    let mut number = |name: &str| {
+        fields.next().and_then(|s| s.parse().ok()).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("stat without {name}"))
+        })
+    };
+    let ppid = number("ppid")?;
+    let pgrp = number("pgrp")?;
+    let session = number("session")?;
     let flags = fields
-        .nth(4)
+        .nth(2)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "stat without flags"))?;
-    Ok(Stat { state, ppid, flags })
+    Ok(Stat {
+        state,
+        ppid,
+        pgrp,
+        session,
+        flags,
+    })
 }
 
 /// The thread ids listed in `/proc/PID/task`, ascending.
@@ -208,4 +222,23 @@ fn process_vm_readv(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
         return Err(io::Error::last_os_error());
     }
     Ok(got as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_stat;
+
+    #[test]
+    fn read_stat_of_this_process_matches_the_system_calls() {
+        // This thread's own entry: it is the one running while it reads.
+        let stat = read_stat("/proc/thread-self/stat").unwrap();
+        // SAFETY: getppid, getpgrp and getsid(0) take no pointers and cannot fail here.
+        let (ppid, pgrp, session) = unsafe { (libc::getppid(), libc::getpgrp(), libc::getsid(0)) };
+        assert_eq!(stat.state, 'R');
+        assert_eq!(stat.ppid, ppid);
+        assert_eq!(stat.pgrp, pgrp);
+        assert_eq!(stat.session, session);
+        assert!(!stat.is_kernel_thread());
+        assert!(read_stat("/proc/self/nonexistent").is_err());
+    }
 }
