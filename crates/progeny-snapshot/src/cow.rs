@@ -142,22 +142,8 @@ struct Region {
 
 impl Region {
     fn new(len: usize) -> io::Result<Region> {
-        // SAFETY: anonymous mapping with no address hint; the result is checked.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
         Ok(Region {
-            addr: addr.cast(),
+            addr: map_anonymous(len, libc::MAP_PRIVATE)?,
             len,
         })
     }
@@ -353,22 +339,8 @@ struct SharedWords {
 
 impl SharedWords {
     fn new(words: usize) -> io::Result<SharedWords> {
-        // SAFETY: anonymous shared mapping with no address hint; the result is checked.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                words * 8,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
         Ok(SharedWords {
-            addr: addr.cast(),
+            addr: map_anonymous(words * 8, libc::MAP_SHARED)?.cast(),
             words,
         })
     }
@@ -391,6 +363,30 @@ impl Drop for SharedWords {
         // SAFETY: unmaps exactly the mapping made in `new`.
         unsafe { libc::munmap(self.addr.cast(), self.words * 8) };
     }
+}
+
+/// A new readable and writable anonymous mapping of `len` bytes, `MAP_PRIVATE` or `MAP_SHARED`
+/// as `sharing` says; the caller unmaps it.
+///
+/// # References
+/// - [`mmap(2)`](https://man7.org/linux/man-pages/man2/mmap.2.html)
+fn map_anonymous(len: usize, sharing: libc::c_int) -> io::Result<*mut u8> {
+    // SAFETY: anonymous mapping with no address hint, so no existing memory is affected; the
+    // result is checked.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            sharing | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(addr.cast())
 }
 
 fn pipe() -> io::Result<(i32, i32)> {
