@@ -4,12 +4,10 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{appending_target, in_process_methods, runs, Scratch};
-use progeny_bench::harness::{run_spawn_bench, SpawnBenchConfig};
+use common::{appending_target, config_for, in_process_methods, runs, Scratch};
+use progeny_bench::harness::run_spawn_bench;
 use progeny_bench::peers::find_in_path;
-use progeny_bench::{Method, Spawner, TargetSpec};
+use progeny_bench::{Method, Spawner};
 
 #[test]
 fn every_spawner_runs_the_target_each_time() {
@@ -56,20 +54,6 @@ fn spawners_send_stdout_to_dev_null() {
             .run_once()
             .unwrap_or_else(|e| panic!("{method}: {e}"));
         assert_eq!(runs(&file), 1, "{method}");
-    }
-}
-
-fn config_for(method: Method, file: &std::path::Path, threads: u32) -> SpawnBenchConfig {
-    SpawnBenchConfig {
-        methods: vec![method],
-        targets: vec![TargetSpec::Custom(appending_target(file))],
-        memory_bytes: vec![0],
-        threads: vec![threads],
-        // min = max: however slow the machine, exactly 6 are measured.
-        iterations: 6,
-        min_iterations: 6,
-        warmup: 2,
-        budget: Duration::from_millis(200),
     }
 }
 

@@ -5,12 +5,10 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{appending_target, run_checks, runs, Scratch};
-use progeny_bench::harness::{run_spawn_bench, SpawnBenchConfig};
+use common::{appending_target, config_for, run_checks, runs, Scratch};
+use progeny_bench::harness::run_spawn_bench;
 use progeny_bench::method::start_zygote;
-use progeny_bench::{Method, Spawner, Target, TargetSpec};
+use progeny_bench::{Method, Spawner, Target};
 
 fn the_zygote_runs_the_target_each_time(scratch: &Scratch) {
     let file = scratch.path().join("spawner");
@@ -24,16 +22,7 @@ fn the_zygote_runs_the_target_each_time(scratch: &Scratch) {
 fn the_harness_counts_zygote_spawns(scratch: &Scratch) {
     for threads in [1, 2] {
         let file = scratch.path().join(format!("harness-{threads}"));
-        let config = SpawnBenchConfig {
-            methods: vec![Method::ProgenyZygote],
-            targets: vec![TargetSpec::Custom(appending_target(&file))],
-            memory_bytes: vec![0],
-            threads: vec![threads],
-            iterations: 6,
-            min_iterations: 6,
-            warmup: 2,
-            budget: Duration::from_millis(200),
-        };
+        let config = config_for(Method::ProgenyZygote, &file, threads);
         let report = run_spawn_bench(&config, &mut ()).unwrap();
         let result = &report.results[0];
         assert!(result.ok, "{threads} thread(s): {:?}", result.error);

@@ -5,7 +5,10 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use progeny_bench::{Method, Target};
+use std::time::Duration;
+
+use progeny_bench::harness::SpawnBenchConfig;
+use progeny_bench::{Method, Target, TargetSpec};
 
 /// A fresh, private directory removed on drop.
 pub struct Scratch(PathBuf);
@@ -79,4 +82,20 @@ pub fn run_checks(checks: &[(&str, &dyn Fn())]) -> usize {
     }
     println!("{} passed, {failed} failed", checks.len() - failed);
     failed
+}
+
+/// A spawn benchmark of `method` alone, on `threads` threads, whose target appends a line to
+/// `file` each run.
+pub fn config_for(method: Method, file: &Path, threads: u32) -> SpawnBenchConfig {
+    SpawnBenchConfig {
+        methods: vec![method],
+        targets: vec![TargetSpec::Custom(appending_target(file))],
+        memory_bytes: vec![0],
+        threads: vec![threads],
+        // min = max: however slow the machine, exactly 6 are measured.
+        iterations: 6,
+        min_iterations: 6,
+        warmup: 2,
+        budget: Duration::from_millis(200),
+    }
 }
