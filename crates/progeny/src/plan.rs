@@ -61,13 +61,16 @@ impl CStrBlock {
     /// Builds the pointer array; the block must not grow afterwards.
     pub(crate) fn seal(&mut self) {
         let base = self.bytes.as_ptr();
-        self.pointers = self
-            .starts
-            .iter()
-            // `start` is within `bytes`, so the pointer stays inside the allocation.
-            .map(|&start| base.wrapping_add(start) as *const c_char)
-            .collect();
-        self.pointers.push(std::ptr::null());
+        // Sized once, NULL included: no reallocation on the way.
+        let mut pointers = Vec::with_capacity(self.starts.len() + 1);
+        pointers.extend(
+            self.starts
+                .iter()
+                // `start` is within `bytes`, so the pointer stays inside the allocation.
+                .map(|&start| base.wrapping_add(start) as *const c_char),
+        );
+        pointers.push(std::ptr::null());
+        self.pointers = pointers;
     }
 
     /// The string at `i`, without its NUL (for error messages and the zygote's requests).
