@@ -278,6 +278,20 @@ impl Drop for Child {
 }
 
 /// Writes `input` into `stdin` while draining `stdout` and `stderr`, with one `poll` loop.
+///
+/// The loop is shaped for the common case of a short-lived child, whose every syscall counts
+/// when thousands are run:
+/// - the input is written once before the first `poll`: a fresh pipe (64 KiB on Linux) usually
+///   takes all of it at once, and stdin is closed straight away;
+/// - once nothing is left to write and one output pipe remains, that pipe is read to its end
+///   with blocking `read`s, which wait exactly as `poll` would, without a `poll` per read.
+///
+/// With two outputs, or input still to write, every wait is a `poll` on all of them, so a child
+/// that fills one pipe while we wait on another can never deadlock.
+///
+/// # References
+/// - [`poll(2)`](https://man7.org/linux/man-pages/man2/poll.2.html),
+///   [`pipe(7)`](https://man7.org/linux/man-pages/man7/pipe.7.html) (capacity, `O_NONBLOCK`)
 fn pump(
     stdin: Option<ChildStdin>,
     input: &[u8],
@@ -286,47 +300,31 @@ fn pump(
     stderr: Option<ChildStderr>,
     err: &mut Vec<u8>,
 ) -> io::Result<()> {
+    let mut written = 0;
     let mut stdin = match stdin {
-        Some(s) if !input.is_empty() => {
+        Some(mut s) if !input.is_empty() => {
             set_nonblocking(s.as_raw_fd())?;
-            Some(s)
+            // `None` once all the input is in: dropping stdin then gives the child end of file.
+            (!write_some(&mut s, input, &mut written)?).then_some(s)
         }
         // Nothing to write: closing stdin now gives the child EOF at once.
         _ => None,
     };
     let mut stdout = stdout;
     let mut stderr = stderr;
-    let mut written = 0;
-    while stdin.is_some() || stdout.is_some() || stderr.is_some() {
-        let mut fds: [libc::pollfd; 3] = [libc::pollfd {
-            fd: -1,
-            events: 0,
-            revents: 0,
-        }; 3];
-        if let Some(s) = &stdin {
-            fds[0] = libc::pollfd {
-                fd: s.as_raw_fd(),
-                events: libc::POLLOUT,
-                revents: 0,
-            };
+    loop {
+        match (&stdin, &stdout, &stderr) {
+            (None, None, None) => return Ok(()),
+            (None, Some(pipe), None) => return read_to_end(pipe, out),
+            (None, None, Some(pipe)) => return read_to_end(pipe, err),
+            _ => {}
         }
-        if let Some(s) = &stdout {
-            fds[1] = libc::pollfd {
-                fd: s.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-        }
-        if let Some(s) = &stderr {
-            fds[2] = libc::pollfd {
-                fd: s.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-        }
-        // SAFETY: three valid pollfd entries; negative fds are ignored by poll.
-        if unsafe { libc::poll(fds.as_mut_ptr(), 3, -1) } < 0 {
-            let e = io::Error::last_os_error();
+        let mut fds = [
+            poll_entry(stdin.as_ref(), libc::POLLOUT),
+            poll_entry(stdout.as_ref(), libc::POLLIN),
+            poll_entry(stderr.as_ref(), libc::POLLIN),
+        ];
+        if let Err(e) = poll(&mut fds) {
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
@@ -334,15 +332,7 @@ fn pump(
         }
         if fds[0].revents != 0 {
             if let Some(s) = stdin.as_mut() {
-                match s.write(&input[written..]) {
-                    Ok(n) => written += n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    // The child closed its end or exited: the rest of the input has no reader.
-                    Err(e) if e.kind() == io::ErrorKind::BrokenPipe => written = input.len(),
-                    Err(e) => return Err(e),
-                }
-                if written == input.len() {
+                if write_some(s, input, &mut written)? {
                     stdin = None;
                 }
             }
@@ -354,38 +344,108 @@ fn pump(
             stderr = None;
         }
     }
+}
+
+/// A `poll` entry waiting for `events` on `pipe`, or one that `poll` ignores (fd -1).
+fn poll_entry<P: AsRawFd>(pipe: Option<&P>, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd: pipe.map_or(-1, |p| p.as_raw_fd()),
+        events,
+        revents: 0,
+    }
+}
+
+/// `poll` without a timeout.
+fn poll(fds: &mut [libc::pollfd]) -> io::Result<()> {
+    // SAFETY: `fds` is a valid array of pollfd entries of the length given; negative fds are
+    // ignored by poll.
+    if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
     Ok(())
 }
 
-/// Room made in the output before each read: a few typical outputs fit in one read, and the
-/// vector still doubles as it grows, so a large output costs few reads.
+/// Writes what the non-blocking `stdin` takes of `input[*written..]`; `true` when nothing is
+/// left to write, either because all of it is in or because the child closed its end (the rest
+/// has no reader).
+fn write_some(stdin: &mut ChildStdin, input: &[u8], written: &mut usize) -> io::Result<bool> {
+    match stdin.write(&input[*written..]) {
+        Ok(n) => *written += n,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => *written = input.len(),
+        Err(e) => return Err(e),
+    }
+    Ok(*written == input.len())
+}
+
+/// Reads `pipe` to its end with blocking reads. A pipe the caller made non-blocking is waited
+/// for with `poll` when it has nothing yet.
+fn read_to_end<R: AsRawFd>(pipe: &R, into: &mut Vec<u8>) -> io::Result<()> {
+    loop {
+        match read_once(pipe, into) {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                match poll(&mut [poll_entry(Some(pipe), libc::POLLIN)]) {
+                    Err(e) if e.kind() != io::ErrorKind::Interrupted => return Err(e),
+                    _ => {}
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Room made in the output before a read when less than [`MIN_READ`] is free: a few typical
+/// outputs fit in one read, and the vector still doubles as it grows, so a large output costs
+/// few reads.
 const READ_CHUNK: usize = 16 * 1024;
 
-/// Reads once from a pipe that `poll` found readable, straight into the spare capacity of `into`
-/// (no bounce buffer to zero and copy); `true` at end of file.
+/// The least free room a read is given; less than this and the output grows first. Reading into
+/// what is left rather than growing for every read spares a short output its copy.
+const MIN_READ: usize = 4 * 1024;
+
+/// Reads once from a pipe that `poll` found readable; `true` at end of file.
 ///
 /// One `read` per wake-up: after `POLLIN` it returns at once with what the pipe holds, so the
 /// pipe needs no `O_NONBLOCK` (nor the two `fcntl` calls to set it), and there is no extra
 /// `read` to learn that the pipe is empty; `poll` says so. A descriptor the caller made
 /// non-blocking is fine too: "would block" reads as nothing yet.
-///
-/// # References
-/// - [`read(2)`](https://man7.org/linux/man-pages/man2/read.2.html)
 fn drain<R: AsRawFd>(pipe: &Option<R>, into: &mut Vec<u8>) -> io::Result<bool> {
     let Some(p) = pipe else {
         return Ok(true);
     };
-    into.reserve(READ_CHUNK);
+    match read_once(p, into) {
+        Ok(at_end) => Ok(at_end),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// One `read` from `pipe` straight into the spare capacity of `into` (no bounce buffer to zero
+/// and copy); `true` at end of file.
+///
+/// # References
+/// - [`read(2)`](https://man7.org/linux/man-pages/man2/read.2.html)
+fn read_once<R: AsRawFd>(pipe: &R, into: &mut Vec<u8>) -> io::Result<bool> {
+    if into.capacity() - into.len() < MIN_READ {
+        into.reserve(READ_CHUNK);
+    }
     let spare = into.spare_capacity_mut();
     // SAFETY: read writes at most `spare.len()` bytes into the vector's spare capacity, which
     // this function borrows exclusively.
-    let n = unsafe { libc::read(p.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
+    let n = unsafe { libc::read(pipe.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
     if n < 0 {
-        let e = io::Error::last_os_error();
-        return match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(false),
-            _ => Err(e),
-        };
+        return Err(io::Error::last_os_error());
     }
     if n == 0 {
         return Ok(true);

@@ -1,9 +1,12 @@
 //! Every stdio mode, output capture, and `communicate` that cannot deadlock.
+#![allow(unsafe_code)]
 
 mod support;
 
 use progeny::{Command, Stdio};
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
 use support::INSPECT;
 
 /// The descriptors the child sees, as (number, target).
@@ -170,6 +173,75 @@ fn communicate_with_a_child_that_writes_before_reading() {
     assert!(out.status.success());
     assert_eq!(out.stderr.len(), 2_000_000);
     assert_eq!(&out.stdout[3_000_000..], b"1000000\n");
+}
+
+/// Only stdout is piped, and the child writes megabytes before it reads: stdout may be read to
+/// its end with plain blocking reads only once all the input is in, or both sides would wait.
+#[test]
+fn communicate_with_only_stdout_piped_and_a_child_that_writes_first() {
+    let mut child = Command::new("sh")
+        .args(["-c", "head -c 3000000 /dev/zero; wc -c"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.communicate(&vec![b'x'; 1_000_000]).unwrap();
+    assert!(out.status.success());
+    assert_eq!(out.stdout.len(), 3_000_000 + b"1000000\n".len());
+    assert_eq!(&out.stdout[3_000_000..], b"1000000\n");
+    assert!(out.stderr.is_empty());
+}
+
+/// Only stderr is piped: the input comes back on it whole.
+#[test]
+fn communicate_with_only_stderr_piped() {
+    let input: Vec<u8> = (0..300_000u32).map(|i| (i % 241) as u8).collect();
+    let mut child = Command::new("sh")
+        .args(["-c", "cat >&2"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.communicate(&input).unwrap();
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+    assert!(out.stderr == input);
+}
+
+/// The CPU time this thread has used, from `getrusage(RUSAGE_THREAD)`.
+fn thread_cpu_time() -> Duration {
+    // SAFETY: an all-zero rusage is a valid out-parameter that getrusage fills.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes only `usage`.
+    let ret = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    assert_eq!(ret, 0);
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
+}
+
+/// A stdout pipe that the caller made non-blocking is still read to its end, and waiting on it
+/// sleeps in `poll` rather than spinning on "would block": the 300 ms the child sleeps cost this
+/// thread far less CPU time than that.
+#[test]
+fn communicate_waits_on_a_non_blocking_stdout_without_spinning() {
+    let mut child = Command::new("sh")
+        .args(["-c", "sleep 0.3; echo late"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let fd = child.stdout.as_ref().unwrap().as_raw_fd();
+    // SAFETY: fcntl on a descriptor the child handle owns, with integer arguments.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        assert_eq!(libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK), 0);
+    }
+    let before = thread_cpu_time();
+    let out = child.communicate(&[]).unwrap();
+    let used = thread_cpu_time() - before;
+    assert!(out.status.success());
+    assert_eq!(out.stdout, b"late\n");
+    assert!(used < Duration::from_millis(100), "{used:?} of CPU time");
 }
 
 #[test]
