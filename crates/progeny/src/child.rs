@@ -170,22 +170,11 @@ impl Child {
             let left = deadline.saturating_duration_since(Instant::now());
             // Round up so a sub-millisecond remainder still sleeps rather than spins.
             let ms = left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
-            let mut pfd = libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd.
-            let ret = unsafe { libc::poll(&mut pfd, 1, ms) };
-            if ret < 0 {
-                let err = io::Error::last_os_error();
-                if err.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(err);
-            }
-            if ret > 0 {
-                return self.try_wait();
+            match poll(&mut [poll_entry(Some(&fd), libc::POLLIN)], ms) {
+                Ok(0) => {}
+                Ok(_) => return self.try_wait(),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                Err(err) => return Err(err),
             }
             if Instant::now() >= deadline {
                 return Ok(None);
@@ -324,7 +313,7 @@ fn pump(
             poll_entry(stdout.as_ref(), libc::POLLIN),
             poll_entry(stderr.as_ref(), libc::POLLIN),
         ];
-        if let Err(e) = poll(&mut fds) {
+        if let Err(e) = poll(&mut fds, -1) {
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
@@ -355,14 +344,18 @@ fn poll_entry<P: AsRawFd>(pipe: Option<&P>, events: libc::c_short) -> libc::poll
     }
 }
 
-/// `poll` without a timeout.
-fn poll(fds: &mut [libc::pollfd]) -> io::Result<()> {
+/// `poll` for at most `timeout_ms` (-1: no limit); the number of entries with events.
+///
+/// # References
+/// - [`poll(2)`](https://man7.org/linux/man-pages/man2/poll.2.html)
+fn poll(fds: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Result<usize> {
     // SAFETY: `fds` is a valid array of pollfd entries of the length given; negative fds are
     // ignored by poll.
-    if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) } < 0 {
+    let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if ready < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(())
+    Ok(ready as usize)
 }
 
 /// Writes what the non-blocking `stdin` takes of `input[*written..]`; `true` when nothing is
@@ -388,7 +381,7 @@ fn read_to_end<R: AsRawFd>(pipe: &R, into: &mut Vec<u8>) -> io::Result<()> {
             Ok(false) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                match poll(&mut [poll_entry(Some(pipe), libc::POLLIN)]) {
+                match poll(&mut [poll_entry(Some(pipe), libc::POLLIN)], -1) {
                     Err(e) if e.kind() != io::ErrorKind::Interrupted => return Err(e),
                     _ => {}
                 }
